@@ -1,0 +1,11 @@
+// Umbrella header of the Freight C++ API.
+#pragma once
+#include "freight/autograd.h"
+#include "freight/device.h"
+#include "freight/dtype.h"
+#include "freight/error.h"
+#include "freight/ops.h"
+#include "freight/random.h"
+#include "freight/runtime.h"
+#include "freight/shape.h"
+#include "freight/tensor.h"

@@ -1,0 +1,101 @@
+// The differentiable ops. Each one checks its operands (same device, dtypes, shapes: errors name
+// the op and the shapes), runs the kernel of the operands' device, and records its backward rule
+// when gradients are enabled. Semantics follow PyTorch's functions of the same names.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "freight/tensor.h"
+
+namespace freight {
+
+class Generator;
+using Pair = std::array<int64_t, 2>;  // (height, width) for convolution and pooling parameters
+
+// ---- elementwise, with NumPy broadcasting ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor scale(const Tensor& a, double s);       // a * s
+Tensor add_scalar(const Tensor& a, double s);  // a + s
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor square(const Tensor& a);
+
+// ---- activations ----
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact form x·Φ(x), PyTorch's default
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+
+// ---- reductions ----
+Tensor sum(const Tensor& x);  // all elements -> scalar (shape [])
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim = -1);  // int64, not differentiable
+// Sums `x` down to `shape` over the broadcast dimensions (the backward of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra ----
+// [m,k]@[k,n] -> [m,n]; [b,m,k]@[b,k,n] -> [b,m,n]; [..., k]@[k,n] -> [..., n].
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x[..., in] · weight[out, in]ᵀ + bias[out] (bias may be undefined).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- shape (views where possible; all differentiable) ----
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 1, int64_t end_dim = -1);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
+
+// ---- losses (mean over the batch) ----
+// logits [N, C], labels int64 [N] in [0, C): log-softmax and negative log-likelihood fused.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+Tensor mse_loss(const Tensor& prediction, const Tensor& target);
+
+// ---- convolution and pooling (NCHW) ----
+// x [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1});
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
+// Average pooling counts the padding zeros in the divisor (PyTorch's count_include_pad=True).
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
+
+// ---- normalisation and regularisation ----
+// x [N, C], [N, C, L] or [N, C, H, W]; statistics per channel C. In training the batch
+// statistics are used and the running ones updated in place (unbiased variance, as PyTorch);
+// in evaluation the running ones are used. weight/bias may be undefined (affine=false).
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum = 0.1, double eps = 1e-5);
+// Zeroes each element with probability p and scales survivors by 1/(1-p); the identity when
+// !training. The mask is a function of the generator's seed and offset, identical on all devices.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// indices int64 of any shape, weight [num, dim] -> [..., dim].
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
+// ---- recurrent ----
+struct LstmResult {
+  Tensor output;  // [B, T, H]: the hidden state at every step
+  Tensor h_n;     // [B, H]: the last hidden state
+  Tensor c_n;     // [B, H]: the last cell state
+};
+// One LSTM layer over a whole batch-first sequence x [B, T, I]. Weights as PyTorch:
+// w_ih [4H, I], w_hh [4H, H], b_ih [4H], b_hh [4H] with the gates in the order i, f, g, o.
+// h0, c0 [B, H] may be undefined (zeros).
+LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
+                      const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh);
+
+}  // namespace freight

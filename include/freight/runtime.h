@@ -1,0 +1,36 @@
+// Process-wide runtime settings: CPU threads, memory statistics, debug poisoning.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "freight/device.h"
+
+namespace freight {
+
+// Threads used by CPU kernels and by the BLAS (one shared OpenMP pool, so they never compete).
+void set_num_threads(int n);
+int num_threads();
+
+struct MemoryStats {
+  size_t in_use = 0;    // bytes held by live tensors
+  size_t peak = 0;      // high-water mark of in_use since the last reset
+  size_t cached = 0;    // bytes kept by the caching allocator for reuse
+  size_t allocs = 0;    // allocations served
+  size_t fresh = 0;     // allocations that had to ask the system (cache misses)
+};
+MemoryStats memory_stats(Device device);
+void reset_peak_memory(Device device);
+void empty_cache(Device device);  // returns cached blocks to the system
+
+// When on, every new allocation is filled with a NaN pattern before use, so an element a kernel
+// forgot to write shows up as NaN in tests. Off by default (it costs a memset).
+void set_poison_allocations(bool on);
+bool poison_allocations();
+
+// Blocks until all work queued on `device` has finished (a no-op on the CPU).
+void synchronize(Device device);
+
+// Versions of the libraries in use (BLAS, its core type, CUDA runtime...), for benchmark records.
+std::string build_info();
+
+}  // namespace freight

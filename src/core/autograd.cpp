@@ -1,0 +1,217 @@
+// The backward engine: a dependency count over the graph reachable from the roots, then nodes
+// are run once all their consumers have delivered gradients (reverse topological order).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/autograd_node.h"
+#include "core/tensor_impl.h"
+#include "freight/error.h"
+#include "freight/ops.h"
+#include "ops/kernels/elementwise.h"
+
+namespace freight {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+bool input_requires_grad(const Tensor& t) {
+  return t.defined() && (t.impl()->requires_grad || t.impl()->grad_fn);
+}
+
+// The edge a gradient for tensor `t` flows along.
+Edge edge_of(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
+  if (!impl->requires_grad) return {};
+  if (!impl->grad_acc) {
+    auto acc = std::make_shared<Node>();
+    acc->name = "accumulate_grad";
+    acc->accumulates = true;
+    acc->leaf = t.impl_ptr();
+    acc->outputs.push_back({impl->shape, impl->dtype, impl->storage->device});
+    impl->grad_acc = acc;
+  }
+  return {impl->grad_acc, 0};
+}
+
+// Sum of two gradients arriving at the same output (a tensor used twice).
+Tensor accumulate(Tensor a, const Tensor& b) {
+  if (!a.defined()) return b;
+  FREIGHT_CHECK(a.shape() == b.shape(),
+                fmt::format("autograd: gradient of shape {} cannot be added to one of shape {}",
+                            shape_str(b.shape()), shape_str(a.shape())));
+  return add(a, b);
+}
+
+void accumulate_into_leaf(Node& acc, const Tensor& g) {
+  auto leaf = acc.leaf.lock();
+  if (!leaf) return;
+  FREIGHT_CHECK(g.shape() == leaf->shape,
+                fmt::format("autograd: gradient of shape {} for a parameter of shape {}",
+                            shape_str(g.shape()), shape_str(leaf->shape)));
+  if (!leaf->grad.defined()) {
+    // Steal the buffer when nobody else can see it (the common case), else copy it, so that a
+    // later in-place accumulation never writes through a view of someone else's tensor.
+    bool exclusive = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 &&
+                     g.is_contiguous() && g.dtype() == leaf->dtype;
+    leaf->grad = exclusive ? g : g.detach().clone();
+  } else {
+    kernels::axpy(leaf->grad.device().type, 1.0, g.contiguous(), leaf->grad);
+  }
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (input_requires_grad(*t)) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (input_requires_grad(t)) return true;
+  return false;
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs,
+            const std::vector<Tensor>& outputs, BackwardFn backward) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->next.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->next.push_back(input_requires_grad(t) ? edge_of(t) : Edge{});
+  node->outputs.reserve(outputs.size());
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    TensorImpl* impl = outputs[i].impl();
+    node->outputs.push_back({impl->shape, impl->dtype, impl->storage->device});
+    impl->grad_fn = node;
+    impl->output_nr = i;
+  }
+  node->backward = std::move(backward);
+}
+
+const char* grad_fn_name(const Tensor& t) {
+  return t.defined() && t.impl()->grad_fn ? t.impl()->grad_fn->name : "";
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  FREIGHT_CHECK(grads.empty() || grads.size() == roots.size(),
+                "backward: give one gradient per root (or none)");
+  NoGradGuard no_grad;  // backward rules are not themselves recorded
+
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    FREIGHT_CHECK(r.defined(), "backward: undefined root tensor");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      FREIGHT_CHECK(r.numel() == 1,
+                    fmt::format("backward: the root has shape {}; only a single-element tensor "
+                                "(a loss) can start backward without an explicit gradient",
+                                shape_str(r.shape())));
+      g = Tensor::ones(r.shape(), r.dtype(), r.device());
+    }
+    FREIGHT_CHECK(input_requires_grad(r),
+                  "backward: the root does not require grad (no parameter took part in it, or "
+                  "it was computed under NoGradGuard)");
+    seeds.push_back({edge_of(r), g});
+  }
+
+  // Count, for each node, how many edges from reachable nodes point at it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  for (auto& [e, g] : seeds) {
+    if (!deps.count(e.node.get())) {
+      deps[e.node.get()] = 0;
+      stack.push_back(e.node.get());
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      auto [it, inserted] = deps.try_emplace(e.node.get(), 0);
+      it->second++;
+      if (inserted) stack.push_back(e.node.get());
+    }
+  }
+
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  std::unordered_map<Node*, std::shared_ptr<Node>> keep;  // keeps nodes alive while queued
+  auto deliver = [&](const Edge& e, const Tensor& g) {
+    auto& slot = pending[e.node.get()];
+    if (slot.empty()) slot.resize(e.node->outputs.size());
+    slot[e.slot] = accumulate(slot[e.slot], g);
+    keep.try_emplace(e.node.get(), e.node);
+  };
+  std::vector<Node*> ready;
+  for (auto& [e, g] : seeds) deliver(e, g);
+  for (auto& [e, g] : seeds)
+    if (deps[e.node.get()] == 0) ready.push_back(e.node.get());
+  // A node listed twice among the seeds must run once.
+  std::sort(ready.begin(), ready.end());
+  ready.erase(std::unique(ready.begin(), ready.end()), ready.end());
+
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> gouts;
+    if (auto it = pending.find(n); it != pending.end()) {
+      gouts = std::move(it->second);
+      pending.erase(it);
+    }
+    std::shared_ptr<Node> hold;  // keeps `n` alive while it runs
+    if (auto it = keep.find(n); it != keep.end()) {
+      hold = std::move(it->second);
+      keep.erase(it);
+    }
+    bool any = false;
+    for (const Tensor& g : gouts) any = any || g.defined();
+
+    if (n->accumulates) {
+      if (any) accumulate_into_leaf(*n, gouts[0]);
+      continue;
+    }
+    std::vector<Tensor> gins;
+    if (any) {
+      FREIGHT_CHECK(n->backward != nullptr,
+                    fmt::format("backward: the graph through '{}' was already freed by an "
+                                "earlier backward(); pass retain_graph=true to run it twice",
+                                n->name));
+      for (size_t i = 0; i < gouts.size(); ++i) {
+        if (!gouts[i].defined()) {
+          const OutputMeta& m = n->outputs[i];
+          gouts[i] = Tensor::zeros(m.shape, m.dtype, m.device);
+        }
+      }
+      gins = n->backward(gouts);
+      if (!retain_graph) n->backward = nullptr;
+      FREIGHT_CHECK(gins.size() == n->next.size(),
+                    fmt::format("autograd: '{}' returned {} gradients for {} inputs", n->name,
+                                gins.size(), n->next.size()));
+    }
+    // Children are released once every consumer has run, whether or not it produced anything.
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.node) continue;
+      if (any && gins[i].defined()) deliver(e, gins[i]);
+      keep.try_emplace(e.node.get(), e.node);
+      if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
+    }
+  }
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  freight::backward({*this}, grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{},
+                    retain_graph);
+}
+
+}  // namespace freight

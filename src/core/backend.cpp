@@ -1,0 +1,36 @@
+#include "core/backend.h"
+
+#include "freight/error.h"
+
+namespace freight {
+
+namespace {
+DeviceBackend* g_backends[kNumDeviceTypes] = {};
+
+// The CUDA backend registers itself from the one place that knows whether it was built.
+struct CudaRegistration {
+  CudaRegistration() {
+#if FREIGHT_WITH_CUDA
+    register_cuda_backend();
+#endif
+  }
+};
+}  // namespace
+
+void register_backend(DeviceType type, DeviceBackend* backend) { g_backends[int(type)] = backend; }
+
+bool has_backend(DeviceType type) {
+  static CudaRegistration once;
+  return g_backends[int(type)] != nullptr;
+}
+
+DeviceBackend& backend_for(DeviceType type) {
+  FREIGHT_CHECK(has_backend(type),
+                type == DeviceType::CUDA
+                    ? std::string("this build of Freight has no CUDA backend (nvcc was not found "
+                                  "when it was configured, or FREIGHT_CUDA=OFF)")
+                    : std::string("no CPU backend registered"));
+  return *g_backends[int(type)];
+}
+
+}  // namespace freight

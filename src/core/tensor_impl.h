@@ -1,0 +1,50 @@
+// The storage and view behind a Tensor handle, and its autograd state. Internal.
+#pragma once
+#include <memory>
+
+#include "freight/device.h"
+#include "freight/dtype.h"
+#include "freight/shape.h"
+#include "freight/tensor.h"
+
+namespace freight {
+
+struct Node;
+
+// A block of device memory owned through the device's allocator (returned to it on destruction).
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  Storage(size_t bytes, Device dev);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // elements
+  Shape shape;
+  Shape strides;
+  int64_t numel = 0;
+  DType dtype = DType::F32;
+  bool contiguous = true;
+
+  // autograd
+  bool requires_grad = false;      // leaf flag set by the user (parameters)
+  std::shared_ptr<Node> grad_fn;   // the node that produced this tensor (non-leaf)
+  uint32_t output_nr = 0;          // which output of grad_fn this tensor is
+  Tensor grad;                     // accumulated gradient (leaves)
+  std::shared_ptr<Node> grad_acc;  // a leaf's accumulator node, created on first use
+
+  char* byte_ptr() const {
+    return static_cast<char*>(storage->data) + offset * int64_t(dtype_size(dtype));
+  }
+  void recompute_layout();  // numel and the contiguous flag from shape and strides
+};
+
+// A new tensor that views `base`'s storage with another shape/strides/offset (no autograd state).
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+
+}  // namespace freight

@@ -1,0 +1,180 @@
+// Elementwise ops: broadcasting binary arithmetic, scalar arithmetic, and the unary functions.
+// Their backward rules are written with the same ops (run with recording off).
+#include <fmt/format.h>
+
+#include "core/autograd_node.h"
+#include "core/tensor_impl.h"
+#include "freight/error.h"
+#include "freight/ops.h"
+#include "ops/op_utils.h"
+#include "ops/kernels/elementwise.h"
+
+namespace freight {
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t r = std::max(a.size(), b.size());
+  Shape s(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    FREIGHT_CHECK(da == db || da == 1 || db == 1,
+                  fmt::format("{}: shapes {} and {} do not broadcast (dimension {}: {} vs {})", op,
+                              shape_str(a), shape_str(b), i, da, db));
+    s[i] = da == 1 ? db : da;
+  }
+  return s;
+}
+
+Tensor expand_view(const Tensor& x, const Shape& s) {
+  if (x.shape() == s) return x.detach();
+  size_t r = s.size(), xr = x.shape().size();
+  Shape st(r, 0);
+  for (size_t i = 0; i < xr; ++i) {
+    size_t j = i + (r - xr);
+    st[j] = x.shape()[i] == 1 && s[j] != 1 ? 0 : x.strides()[i];
+  }
+  return make_view(x, s, st, x.offset());
+}
+
+void check_same_device_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  FREIGHT_CHECK(a.defined() && b.defined(), fmt::format("{}: undefined operand", op));
+  FREIGHT_CHECK(a.device() == b.device(),
+                fmt::format("{}: operands on different devices ({} {} and {} {}); move one with "
+                            ".to(device)",
+                            op, shape_str(a.shape()), a.device().str(), shape_str(b.shape()),
+                            b.device().str()));
+  FREIGHT_CHECK(a.dtype() == b.dtype(),
+                fmt::format("{}: operands of different dtypes ({} {} and {} {})", op,
+                            shape_str(a.shape()), dtype_name(a.dtype()), shape_str(b.shape()),
+                            dtype_name(b.dtype())));
+}
+
+void check_floating(const Tensor& x, const char* op) {
+  FREIGHT_CHECK(x.defined(), fmt::format("{}: undefined input", op));
+  FREIGHT_CHECK(is_floating(x.dtype()),
+                fmt::format("{}: needs a floating-point tensor, got {} of shape {}", op,
+                            dtype_name(x.dtype()), shape_str(x.shape())));
+}
+
+namespace {
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+  }
+  return "?";
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_name(op);
+  check_same_device_dtype(a, b, name);
+  Shape s = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  if (out.numel() > 0)
+    kernels::binary(a.device().type, op, expand_view(a, s), expand_view(b, s), out);
+  if (needs_grad({&a, &b})) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    Tensor sa = a.detach(), sb = b.detach();
+    record(name, {a, b}, {out}, [op, sa, sb, ga, gb](const std::vector<Tensor>& g) {
+      const Tensor& go = g[0];
+      Tensor da, db;
+      switch (op) {
+        case BinaryOp::Add:
+          if (ga) da = go;
+          if (gb) db = go;
+          break;
+        case BinaryOp::Sub:
+          if (ga) da = go;
+          if (gb) db = neg(go);
+          break;
+        case BinaryOp::Mul:
+          if (ga) da = mul(go, sb);
+          if (gb) db = mul(go, sa);
+          break;
+        case BinaryOp::Div:  // d(a/b)/da = 1/b, d(a/b)/db = -a/b²
+          if (ga) da = div(go, sb);
+          if (gb) db = neg(div(mul(go, sa), mul(sb, sb)));
+          break;
+      }
+      if (da.defined()) da = sum_to(da, sa.shape());
+      if (db.defined()) db = sum_to(db, sb.shape());
+      return std::vector<Tensor>{da, db};
+    });
+  }
+  return out;
+}
+
+Tensor scalar_op(ScalarOp op, const Tensor& a, double s, const char* name) {
+  check_floating(a, name);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (out.numel() > 0) kernels::scalar(a.device().type, op, packed(a), s, out);
+  if (needs_grad({&a})) {
+    record(name, {a}, {out}, [op, s](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{op == ScalarOp::Mul ? scale(g[0], s) : g[0]};
+    });
+  }
+  return out;
+}
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Square: return "square";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Gelu: return "gelu";
+  }
+  return "?";
+}
+
+Tensor unary(UnaryOp op, const Tensor& x) {
+  const char* name = unary_name(op);
+  check_floating(x, name);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) kernels::unary(x.device().type, op, packed(x), out);
+  if (needs_grad({&x})) {
+    Tensor sx = x.detach(), sy = out.detach();
+    record(name, {x}, {out}, [op, sx, sy](const std::vector<Tensor>& g) {
+      Tensor gx = Tensor::empty(sx.shape(), sx.dtype(), sx.device());
+      if (gx.numel() > 0)
+        kernels::unary_backward(sx.device().type, op, packed(sx), sy, packed(g[0]), gx);
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
+Tensor scale(const Tensor& a, double s) { return scalar_op(ScalarOp::Mul, a, s, "scale"); }
+Tensor add_scalar(const Tensor& a, double s) {
+  return scalar_op(ScalarOp::Add, a, s, "add_scalar");
+}
+Tensor neg(const Tensor& a) { return unary(UnaryOp::Neg, a); }
+Tensor exp(const Tensor& a) { return unary(UnaryOp::Exp, a); }
+Tensor log(const Tensor& a) { return unary(UnaryOp::Log, a); }
+Tensor sqrt(const Tensor& a) { return unary(UnaryOp::Sqrt, a); }
+Tensor square(const Tensor& a) { return unary(UnaryOp::Square, a); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
+Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
+Tensor gelu(const Tensor& x) { return unary(UnaryOp::Gelu, x); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator*(const Tensor& a, double s) { return scale(a, s); }
+Tensor operator*(double s, const Tensor& a) { return scale(a, s); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace freight

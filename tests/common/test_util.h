@@ -1,0 +1,29 @@
+// Helpers for tests: comparisons with stated tolerances, random inputs.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "freight/freight.h"
+
+namespace freight::test {
+
+// ‖a − b‖₂ / max(‖b‖₂, tiny); +inf when either holds a NaN (NaN never passes).
+double relative_error(const Tensor& a, const Tensor& b);
+// Largest |a − b| over elements, +inf on NaN.
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+// Passes when shapes match and every element satisfies |a − b| <= atol + rtol·|b|.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
+                                     double atol);
+
+// A GPU is usable by this process (the CUDA backend is built and a device answers).
+bool have_cuda();
+
+}  // namespace freight::test
+
+#define FREIGHT_SKIP_WITHOUT_CUDA()                                   \
+  do {                                                                \
+    std::string why_;                                                 \
+    if (!::freight::cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
+  } while (0)
