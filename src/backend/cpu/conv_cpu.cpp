@@ -1,49 +1,57 @@
-// CPU convolution by im2col + GEMM. For a group of nb images the input patches are unrolled into
-// col [K, nb·P] (K = C·kh·kw rows, one per weight element; P = OH·OW columns per image), so that
-//   forward:          Y[O, nb·P]  = W[O, K] · col
-//   weight gradient:  dW[O, K]   += dY[O, nb·P] · colᵀ          (col rebuilt from x)
-//   input gradient:   dcol[K, nb·P] = Wᵀ · dY, then col2im adds each column back to its pixels.
-// Images are split over the threads; each thread unrolls its own groups into its own buffer
-// (sized to stay in its L2 cache) and calls a single-threaded GEMM (OpenBLAS runs on one thread
-// inside an OpenMP parallel region), so the threads never wait for each other inside a step.
-// Grouping several images makes the GEMM's column count large even for small feature maps
-// (ResNet's 8x8 stage has P = 64). With fewer groups than threads, groups run one after the
-// other and the GEMMs use all threads instead.
+// CPU convolution as GEMMs over unrolled patches ("im2col"). Let K = C·kh·kw (one row per
+// weight tap) and let the columns be output pixels of the whole batch (N·OH·OW of them). Then
+//   forward:          Y[O, pixels]     = W[O, K] · col[K, pixels] + b
+//   weight gradient:  dW[O, K]         = Σ_pixels dY[O, pixels] · col[K, pixels]ᵀ,  db = Σ dY
+//   input gradient:   dcol[K, pixels]  = Wᵀ · dY, and col2im adds each entry back to the input
+//                                        pixel it was read from.
+// The pixels are cut into chunks whose unrolled patches fit in the L2 cache; each thread owns a
+// contiguous pixel range (whole images for the input gradient, so that col2im never races) and
+// works through it chunk by chunk with its own buffers, so threads never wait for each other.
+//
+// Two engines share that structure:
+//  * with AVX-512 (float32 and float64), a register-tiled GEMM written for these shapes: im2col
+//    writes the patches straight into the panel layout the micro-kernel streams (no separate
+//    packing pass), the bias initialises the accumulators, tiles are stored straight into the
+//    NCHW output, and the weight gradient is a tile of dot products along the pixels (both
+//    operands are read in their natural row layout). OpenBLAS wastes most of its time on these
+//    shapes (M = O is 6 to 64, K = 9 to 576) in packing and edge handling.
+//  * elsewhere, the same chunks through cblas_sgemm/dgemm.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/conv_cpu.h"
+#include "backend/cpu/conv_tiles.h"
 #include "backend/cpu/dispatch.h"
-#include "backend/cpu/parallel.h"
 #include "ops/kernels/conv.h"
 
 namespace freight::cpu {
 namespace {
 
-// ---------------------------------------------------------------- GEMM wrappers (row-major)
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
 }
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+template <class T>
+DType dtype_of() {
+  return std::is_same_v<T, float> ? DType::F32 : DType::F64;
 }
 
-// ---------------------------------------------------------------- geometry helpers
+// ================================================================ patch rows
 // For kernel column q, the output columns j whose input column j·sw − pw + q·dw lies inside
-// [0, w): j0 <= j < j1 (all other columns read padding).
+// [0, w) are j0 <= j < j1; the others read padding.
 struct ColRange {
   int64_t j0, j1;
 };
 ColRange valid_cols(const Conv2dGeometry& g, int64_t q) {
-  int64_t off = q * g.dw - g.pw;  // input column of output column 0
-  // smallest j with j·sw + off >= 0, and one past the largest with j·sw + off <= w − 1
+  int64_t off = q * g.dw - g.pw;  // input column read by output column 0
   int64_t j0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
   int64_t j1 = off > g.w - 1 ? 0 : (g.w - 1 - off) / g.sw + 1;
   j0 = std::min(j0, g.ow);
@@ -51,301 +59,696 @@ ColRange valid_cols(const Conv2dGeometry& g, int64_t q) {
   return {j0, j1};
 }
 
-// Unrolls one image x [c, h, w] into col rows k = (ci, p, q), each holding P = oh·ow values at
-// col + k·ldcol: col[k][i·ow + j] = x[ci][i·sh − ph + p·dh][j·sw − pw + q·dw] (0 outside).
+// Row k = (ci, p, q) of col for the output pixels [pix0, pix1) of one image, pixel = i·ow + j:
+//   out[pix − pix0] = x[ci][i·sh − ph + p·dh][j·sw − pw + q·dw], 0 outside the input.
+// `xc` is the channel plane x[ci].
 template <class T>
-void im2col(const T* x, const Conv2dGeometry& g, T* col, int64_t ldcol) {
-  const int64_t P = g.oh * g.ow;
-  for (int64_t q = 0; q < g.kw; ++q) {
-    auto [j0, j1] = valid_cols(g, q);
-    const int64_t off_w = q * g.dw - g.pw;
-    for (int64_t ci = 0; ci < g.c; ++ci) {
-      const T* xc = x + ci * g.h * g.w;
-      for (int64_t p = 0; p < g.kh; ++p) {
-        T* row = col + ((ci * g.kh + p) * g.kw + q) * ldcol;
-        for (int64_t i = 0; i < g.oh; ++i) {
-          T* out = row + i * g.ow;
-          int64_t ih = i * g.sh - g.ph + p * g.dh;
-          if (ih < 0 || ih >= g.h) {
-            std::fill(out, out + g.ow, T(0));
-            continue;
-          }
-          const T* src = xc + ih * g.w + off_w;  // src[j·sw] is the input of output column j
-          for (int64_t j = 0; j < j0; ++j) out[j] = T(0);
-          if (g.sw == 1) {
+void im2col_row(const T* xc, const Conv2dGeometry& g, int64_t p, int64_t q, int64_t pix0,
+                int64_t pix1, T* out) {
+  const auto [j0, j1] = valid_cols(g, q);
+  const int64_t off_w = q * g.dw - g.pw;
+  int64_t i = pix0 / g.ow, j = pix0 % g.ow;
+  for (int64_t left = pix1 - pix0; left > 0; ++i, j = 0) {
+    const int64_t je = std::min(g.ow, j + left);  // this output row contributes [j, je)
+    const int64_t ih = i * g.sh - g.ph + p * g.dh;
+    T* o = out - j;  // o[j'] is output column j' of this row
+    if (ih < 0 || ih >= g.h) {
+      for (int64_t c = j; c < je; ++c) o[c] = T(0);
+    } else {
+      const T* src = xc + ih * g.w + off_w;  // src[c·sw] is read by output column c
+      const int64_t a = std::clamp(j0, j, je), b = std::clamp(j1, a, je);
+      for (int64_t c = j; c < a; ++c) o[c] = T(0);
+      if (g.sw == 1) {
 #pragma omp simd
-            for (int64_t j = j0; j < j1; ++j) out[j] = src[j];
-          } else {
-            const int64_t s = g.sw;
-            for (int64_t j = j0; j < j1; ++j) out[j] = src[j * s];
-          }
-          for (int64_t j = j1; j < g.ow; ++j) out[j] = T(0);
-        }
+        for (int64_t c = a; c < b; ++c) o[c] = src[c];
+      } else {
+        const int64_t s = g.sw;
+        for (int64_t c = a; c < b; ++c) o[c] = src[c * s];
       }
+      for (int64_t c = b; c < je; ++c) o[c] = T(0);
     }
-  }
-  (void)P;
-}
-
-// The adjoint of im2col: dx [c, h, w] = Σ over the col entries that read each pixel. dx is
-// overwritten.
-template <class T>
-void col2im(const T* col, int64_t ldcol, const Conv2dGeometry& g, T* dx) {
-  std::fill(dx, dx + g.c * g.h * g.w, T(0));
-  for (int64_t q = 0; q < g.kw; ++q) {
-    auto [j0, j1] = valid_cols(g, q);
-    const int64_t off_w = q * g.dw - g.pw;
-    for (int64_t ci = 0; ci < g.c; ++ci) {
-      T* dxc = dx + ci * g.h * g.w;
-      for (int64_t p = 0; p < g.kh; ++p) {
-        const T* row = col + ((ci * g.kh + p) * g.kw + q) * ldcol;
-        for (int64_t i = 0; i < g.oh; ++i) {
-          int64_t ih = i * g.sh - g.ph + p * g.dh;
-          if (ih < 0 || ih >= g.h) continue;
-          const T* in = row + i * g.ow;
-          T* dst = dxc + ih * g.w + off_w;
-          if (g.sw == 1) {
-#pragma omp simd
-            for (int64_t j = j0; j < j1; ++j) dst[j] += in[j];
-          } else {
-            const int64_t s = g.sw;
-            for (int64_t j = j0; j < j1; ++j) dst[j * s] += in[j];
-          }
-        }
-      }
-    }
+    out += je - j;
+    left -= je - j;
   }
 }
 
-// A 1x1 convolution with stride 1 and no padding reads each pixel once: col is the image itself.
-bool is_pointwise(const Conv2dGeometry& g) {
-  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+// The adjoint of im2col_row: dxc[ci-plane pixel read by pixel pix] += row[pix − pix0].
+template <class T>
+void col2im_row(const T* row, const Conv2dGeometry& g, int64_t p, int64_t q, int64_t pix0,
+                int64_t pix1, T* dxc) {
+  const auto [j0, j1] = valid_cols(g, q);
+  const int64_t off_w = q * g.dw - g.pw;
+  int64_t i = pix0 / g.ow, j = pix0 % g.ow;
+  for (int64_t left = pix1 - pix0; left > 0; ++i, j = 0) {
+    const int64_t je = std::min(g.ow, j + left);
+    const int64_t ih = i * g.sh - g.ph + p * g.dh;
+    if (ih >= 0 && ih < g.h) {
+      const T* in = row - j;
+      T* dst = dxc + ih * g.w + off_w;
+      const int64_t a = std::clamp(j0, j, je), b = std::clamp(j1, a, je);
+      if (g.sw == 1) {
+#pragma omp simd
+        for (int64_t c = a; c < b; ++c) dst[c] += in[c];
+      } else {
+        const int64_t s = g.sw;
+        for (int64_t c = a; c < b; ++c) dst[c * s] += in[c];
+      }
+    }
+    row += je - j;
+    left -= je - j;
+  }
 }
 
-// ---------------------------------------------------------------- work split
-// Bytes of col one thread keeps: about half of a 2 MiB L2, so the GEMM's packing reads it
-// from cache right after im2col wrote it.
-constexpr int64_t kColBudgetBytes = int64_t(1) << 20;
-// Columns that make a GEMM efficient (OpenBLAS packs B in panels of a few hundred columns).
-constexpr int64_t kTargetCols = 1024;
-
-struct Plan {
-  int64_t nb;      // images per group
-  int64_t groups;  // ceil(n / nb)
-  bool parallel;   // groups spread over threads (single-threaded GEMMs) or run in turn
-  int threads;     // threads that run groups (1 when !parallel)
-};
-
-Plan make_plan(const Conv2dGeometry& g, size_t elem) {
-  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow;
-  Plan pl;
-  // A pointwise convolution's GEMM reads the image in place: one image per group.
-  int64_t by_cols = is_pointwise(g) ? 1 : std::max<int64_t>(1, (kTargetCols + P - 1) / P);
-  int64_t by_bytes =
-      std::max<int64_t>(1, kColBudgetBytes / std::max<int64_t>(1, K * P * int64_t(elem)));
-  pl.nb = std::min({by_cols, by_bytes, g.n});
-  int max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  // Keep at least one group per thread when the batch allows it.
-  if (max_threads > 1 && g.n >= max_threads)
-    pl.nb = std::min(pl.nb, std::max<int64_t>(1, g.n / max_threads));
-  pl.groups = (g.n + pl.nb - 1) / pl.nb;
-  pl.parallel = max_threads > 1 && pl.groups >= max_threads;
-  pl.threads = pl.parallel ? max_threads : 1;
-  return pl;
-}
-
-// Runs fn(group, thread) for every group: spread over the threads (static, contiguous ranges)
-// when the plan says so, else in turn on this thread.
+// Calls fn(image, pix0, pix1, pos) for the pieces of the global pixel range [c0, c1) (pixels
+// numbered image-major over the batch, P per image) that fall in each image; pos is the piece's
+// position in the range.
 template <class Fn>
-void run_groups(const Plan& pl, Fn&& fn) {
-  if (!pl.parallel) {
-    for (int64_t gi = 0; gi < pl.groups; ++gi) fn(gi, 0);
+void for_image_pieces(int64_t c0, int64_t c1, int64_t P, Fn&& fn) {
+  for (int64_t c = c0; c < c1;) {
+    int64_t img = c / P, p0 = c % P, p1 = std::min(P, p0 + (c1 - c));
+    fn(img, p0, p1, c - c0);
+    c += p1 - p0;
+  }
+}
+
+// Row k of col over global pixels [c0, c1) into out (c1 − c0 values).
+template <class T>
+void patch_row(const T* x, const Conv2dGeometry& g, int64_t k, int64_t c0, int64_t c1, T* out) {
+  const int64_t q = k % g.kw, p = (k / g.kw) % g.kh, ci = k / (g.kw * g.kh);
+  const int64_t P = g.oh * g.ow;
+  for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
+    im2col_row(x + (img * g.c + ci) * g.h * g.w, g, p, q, p0, p1, out + pos);
+  });
+}
+
+// Row o of dY over global pixels [c0, c1) into out.
+template <class T>
+void grad_row(const T* gy, const Conv2dGeometry& g, int64_t o, int64_t c0, int64_t c1, T* out) {
+  const int64_t P = g.oh * g.ow;
+  for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
+    std::memcpy(out + pos, gy + (img * g.o + o) * P + p0, size_t(p1 - p0) * sizeof(T));
+  });
+}
+
+// col2im of row k of dcol (global pixels [c0, c1)) into dx.
+template <class T>
+void scatter_row(const T* row, const Conv2dGeometry& g, int64_t k, int64_t c0, int64_t c1, T* dx) {
+  const int64_t q = k % g.kw, p = (k / g.kw) % g.kh, ci = k / (g.kw * g.kh);
+  const int64_t P = g.oh * g.ow;
+  for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
+    col2im_row(row + pos, g, p, q, p0, p1, dx + (img * g.c + ci) * g.h * g.w);
+  });
+}
+
+// ================================================================ work split
+// Bytes of unrolled operands one thread keeps per chunk: half of a 2 MiB L2.
+constexpr int64_t kChunkBytes = int64_t(1) << 20;
+
+// Threads worth using for `macs` multiply-adds (a parallel region costs a few microseconds).
+int threads_for(double macs) {
+  if (omp_in_parallel()) return 1;
+  int t = omp_get_max_threads();
+  return macs < 2e5 ? 1 : t;
+}
+
+// Pixels per chunk: `rows` unrolled rows of `elem` bytes fit in the budget; a multiple of
+// `align`, at least `align`, and no more than the thread's range needs.
+int64_t chunk_pixels(int64_t rows, size_t elem, int64_t align, int64_t range) {
+  int64_t l = kChunkBytes / std::max<int64_t>(1, rows * int64_t(elem));
+  l = std::max(align, l / align * align);
+  return std::min(l, round_up(std::max<int64_t>(range, 1), align));
+}
+
+// Runs fn(thread, begin, end) on `nt` threads over [0, n) split into contiguous ranges whose
+// boundaries are multiples of `unit` (except the end).
+template <class Fn>
+void split_threads(int nt, int64_t n, int64_t unit, Fn&& fn) {
+  if (nt <= 1) {
+    fn(0, int64_t(0), n);
     return;
   }
-#pragma omp parallel num_threads(pl.threads)
+  const int64_t units = (n + unit - 1) / unit;
+#pragma omp parallel num_threads(nt)
   {
-    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t b = pl.groups * t / nt, e = pl.groups * (t + 1) / nt;
-    for (int64_t gi = b; gi < e; ++gi) fn(gi, int(t));
+    const int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+    const int64_t b = std::min(n, units * t / k * unit),
+                  e = std::min(n, units * (t + 1) / k * unit);
+    fn(int(t), b, e);
   }
 }
 
-template <class T>
-T* ptr(const Tensor& t) {
-  return static_cast<T*>(t.data_ptr());
+// ================================================================ BLAS engine
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-// ---------------------------------------------------------------- forward
+// Chunk by chunk: col [K, L] and (backward) dY [O, L] as plain rows; one GEMM per chunk. Inside
+// a parallel region OpenBLAS runs single-threaded, which is what each thread wants here.
+template <class T>
+struct BlasEngine {
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
+    Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
+    split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
+      T* col = ptr<T>(ws) + t * (K + O) * L;
+      T* out = col + K * L;
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        for (int64_t k = 0; k < K; ++k) patch_row(x, g, k, c0, c1, col + k * n);
+        blas_gemm(false, false, O, n, K, T(1), w, K, col, n, T(0), out, n);
+        for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
+          for (int64_t o = 0; o < O; ++o) {
+            const T* src = out + o * n + pos;
+            T* dst = y + (img * O + o) * P + p0;
+            const T bo = bias ? bias[o] : T(0);
+            for (int64_t j = 0; j < p1 - p0; ++j) dst[j] = src[j] + bo;
+          }
+        });
+      }
+    });
+  }
+
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = g.n >= 2 ? threads_for(double(NP) * double(K * O)) : 1;
+    const int64_t L = chunk_pixels(K + O, sizeof(T), 1, (NP + nt - 1) / nt);
+    Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
+    split_threads(nt, NP, P, [&](int t, int64_t b, int64_t e) {  // whole images per thread
+      T* dcol = ptr<T>(ws) + t * (K + O) * L;
+      T* dyc = dcol + K * L;
+      std::fill(dx + b / P * g.c * g.h * g.w, dx + e / P * g.c * g.h * g.w, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        for (int64_t o = 0; o < O; ++o) grad_row(gy, g, o, c0, c1, dyc + o * n);
+        blas_gemm(true, false, K, n, O, T(1), w, K, dyc, n, T(0), dcol, n);
+        for (int64_t k = 0; k < K; ++k) scatter_row(dcol + k * n, g, k, c0, c1, dx);
+      }
+    });
+  }
+
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
+    const int64_t per_thread = (K + O) * L + O * K + O;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
+      T* col = ptr<T>(ws) + t * per_thread;
+      T* dyc = col + K * L;
+      T* pw = dyc + O * L;  // this thread's partial dW [O, K] and db [O]
+      T* pb = pw + O * K;
+      std::fill(pw, pw + O * K + O, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        for (int64_t o = 0; o < O; ++o) {
+          grad_row(gy, g, o, c0, c1, dyc + o * n);
+          T s = 0;
+          for (int64_t j = 0; j < n; ++j) s += dyc[o * n + j];
+          pb[o] += s;
+        }
+        if (!dw) continue;
+        for (int64_t k = 0; k < K; ++k) patch_row(x, g, k, c0, c1, col + k * n);
+        blas_gemm(false, true, O, K, n, T(1), dyc, n, col, n, T(1), pw, K);
+      }
+    });
+    reduce_partials(ws, per_thread, (K + O) * L, nt, O, K, dw, db);
+  }
+
+  // Sums the threads' partial dW [O, K] and db [O] (at `offset` in each thread's block).
+  static void reduce_partials(const Tensor& ws, int64_t per_thread, int64_t offset, int nt,
+                              int64_t O, int64_t K, T* dw, T* db) {
+    const T* base = ptr<T>(ws) + offset;
+    for (int64_t i = 0; i < O * K + O; ++i) {
+      T s = 0;
+      for (int t = 0; t < nt; ++t) s += base[t * per_thread + i];
+      if (i < O * K) {
+        if (dw) dw[i] = s;
+      } else if (db) {
+        db[i - O * K] = s;
+      }
+    }
+  }
+};
+
+// ================================================================ AVX-512 engines
+#if defined(__AVX512F__)
+using conv_tiles::gemm_tile_rows;
+using conv_tiles::kMK;
+using conv_tiles::kMO;
+using conv_tiles::kMR;
+using conv_tiles::kNV;
+using conv_tiles::Simd;
+
+// Packs A [M, K] (element (m, k) at a[m·rs + k·cs]) into micro-panels of kMR rows: block mb
+// holds rows [mb·8, mb·8 + mr) as [K][mr] at offset mb·8·K.
+template <class T>
+void pack_a(const T* a, int64_t M, int64_t K, int64_t rs, int64_t cs, T* out) {
+  for (int64_t m0 = 0; m0 < M; m0 += kMR) {
+    const int64_t mr = std::min<int64_t>(kMR, M - m0);
+    T* dst = out + m0 * K;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t m = 0; m < mr; ++m) dst[k * mr + m] = a[(m0 + m) * rs + k * cs];
+  }
+}
+
+// Fills B panels for `rows` rows over `n` pixels: row r comes from fill(r, rowbuf) (n values),
+// and panel j (pixels [j·NR, j·NR + NR)) is stored as [rows][NR] at j·rows·NR. The last panel's
+// missing pixels are zeros.
+template <class T, class Fill>
+void pack_b(int64_t rows, int64_t n, T* rowbuf, T* out, Fill&& fill) {
+  constexpr int64_t NR = kNV * Simd<T>::kLanes;
+  const int64_t panels = (n + NR - 1) / NR;
+  std::fill(rowbuf + n, rowbuf + panels * NR, T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    fill(r, rowbuf);
+    for (int64_t j = 0; j < panels; ++j) {
+      const T* src = rowbuf + j * NR;
+      T* dst = out + (j * rows + r) * NR;
+#pragma omp simd
+      for (int64_t u = 0; u < NR; ++u) dst[u] = src[u];
+    }
+  }
+}
+
+// Σ row[0, n) for n a multiple of the lane count.
+template <class T>
+T row_sum(const T* row, int64_t n) {
+  using S = Simd<T>;
+  typename S::V s = S::zero();
+  for (int64_t j = 0; j < n; j += S::kLanes) s = S::add(s, S::load(row + j));
+  return S::sum(s);
+}
+
+// Sums the threads' partial dW [O, Kp] (then db [O]) blocks, dropping padding columns.
+template <class T>
+void sum_partials(const T* base, int64_t per_thread, int nt, int64_t O, int64_t K, int64_t Kp,
+                  T* dw, T* db) {
+  for (int64_t o = 0; o < O; ++o) {
+    if (dw)
+      for (int64_t k = 0; k < K; ++k) {
+        T s = 0;
+        for (int t = 0; t < nt; ++t) s += base[t * per_thread + o * Kp + k];
+        dw[o * K + k] = s;
+      }
+    if (db) {
+      T s = 0;
+      for (int t = 0; t < nt; ++t) s += base[t * per_thread + O * Kp + o];
+      db[o] = s;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- panel engine (any stride)
+// The im2col formulation above with B written straight into the micro-kernel's panel layout.
+template <class T>
+struct PanelEngine {
+  static constexpr int64_t W = Simd<T>::kLanes, NR = kNV * W;
+
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(K, sizeof(T), NR, (NP + nt - 1) / nt);
+    const int64_t a_sz = round_up(O * K, W);
+    const int64_t per_thread = K * L + L + kMR * NR;
+    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    T* ap = ptr<T>(ws);
+    pack_a(w, O, K, K, 1, ap);
+    std::vector<int64_t> offs(K);  // row k of a panel
+    for (int64_t k = 0; k < K; ++k) offs[k] = k * NR;
+    split_threads(nt, NP, NR, [&](int t, int64_t b, int64_t e) {
+      T* bp = ap + a_sz + t * per_thread;  // B panels of the chunk
+      T* rowbuf = bp + K * L;
+      T* tile = rowbuf + L;
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        pack_b(K, n, rowbuf, bp, [&](int64_t k, T* row) { patch_row(x, g, k, c0, c1, row); });
+        for (int64_t j = 0; j * NR < n; ++j) {
+          const int64_t t0 = c0 + j * NR, t1 = std::min(c1, t0 + NR);
+          const int64_t img = t0 / P, p0 = t0 % P;
+          // A full tile inside one image goes straight to y; others through `tile`.
+          const bool direct = t1 - t0 == NR && p0 + NR <= P;
+          for (int64_t m0 = 0; m0 < O; m0 += kMR) {
+            const int mr = int(std::min<int64_t>(kMR, O - m0));
+            const T* init = bias ? bias + m0 : nullptr;
+            const T* bj = bp + j * K * NR;
+            if (direct) {
+              gemm_tile_rows(mr, ap + m0 * K, bj, offs.data(), K, init, y + (img * O + m0) * P + p0,
+                             P);
+              continue;
+            }
+            gemm_tile_rows(mr, ap + m0 * K, bj, offs.data(), K, init, tile, NR);
+            for_image_pieces(t0, t1, P, [&](int64_t im, int64_t q0, int64_t q1, int64_t pos) {
+              for (int m = 0; m < mr; ++m)
+                std::memcpy(y + (im * O + m0 + m) * P + q0, tile + m * NR + pos,
+                            size_t(q1 - q0) * sizeof(T));
+            });
+          }
+        }
+      }
+    });
+  }
+
+  // dcol = Wᵀ · dY per chunk, kMR rows of dcol at a time, each scattered back by col2im.
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    // Threads own whole images (col2im of one image from two threads would race).
+    const int nt = g.n >= 2 ? threads_for(double(NP) * double(K * O)) : 1;
+    const int64_t L = chunk_pixels(O + kMR, sizeof(T), NR, (NP + nt - 1) / nt);
+    const int64_t a_sz = round_up(K * O, W);
+    const int64_t per_thread = O * L + L + kMR * L;
+    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    T* ap = ptr<T>(ws);
+    pack_a(w, K, O, 1, K, ap);  // Wᵀ: row k of Wᵀ is column k of W [O, K]
+    std::vector<int64_t> offs(O);
+    for (int64_t o = 0; o < O; ++o) offs[o] = o * NR;
+    split_threads(nt, NP, P, [&](int t, int64_t b, int64_t e) {
+      T* bp = ap + a_sz + t * per_thread;  // dY panels
+      T* rowbuf = bp + O * L;
+      T* dcol = rowbuf + L;  // kMR rows of dcol over the chunk, row stride L
+      std::fill(dx + b / P * g.c * g.h * g.w, dx + e / P * g.c * g.h * g.w, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        pack_b(O, n, rowbuf, bp, [&](int64_t o, T* row) { grad_row(gy, g, o, c0, c1, row); });
+        for (int64_t m0 = 0; m0 < K; m0 += kMR) {
+          const int mr = int(std::min<int64_t>(kMR, K - m0));
+          for (int64_t j = 0; j * NR < n; ++j)
+            gemm_tile_rows(mr, ap + m0 * O, bp + j * O * NR, offs.data(), O,
+                           static_cast<const T*>(nullptr), dcol + j * NR, L);
+          for (int m = 0; m < mr; ++m) scatter_row(dcol + m * L, g, m0 + m, c0, c1, dx);
+        }
+      }
+    });
+  }
+
+  // dW tiles over plain col [Kp, L] and dY [O, L] rows of each chunk.
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int64_t Kp = round_up(K, kMK);  // col rows padded with zeros to whole tiles
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(Kp + O, sizeof(T), W, (NP + nt - 1) / nt);
+    const int64_t acc_sz = round_up(O * Kp + O, W);
+    const int64_t per_thread = acc_sz + (Kp + O) * L;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    split_threads(nt, NP, W, [&](int t, int64_t b, int64_t e) {
+      T* pw = ptr<T>(ws) + t * per_thread;  // partial dW [O, Kp], then db [O]
+      T* pb = pw + O * Kp;
+      T* col = pw + acc_sz;   // [Kp, L]
+      T* dyc = col + Kp * L;  // [O, L]
+      std::fill(pw, pw + O * Kp + O, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0, nl = round_up(n, W);
+        for (int64_t o = 0; o < O; ++o) {
+          T* row = dyc + o * L;
+          grad_row(gy, g, o, c0, c1, row);
+          std::fill(row + n, row + nl, T(0));
+          pb[o] += row_sum(row, nl);
+        }
+        if (!dw) continue;
+        for (int64_t k = 0; k < Kp; ++k) {
+          T* row = col + k * L;
+          if (k < K) {
+            patch_row(x, g, k, c0, c1, row);
+            std::fill(row + n, row + nl, T(0));
+          } else {
+            std::fill(row, row + nl, T(0));
+          }
+        }
+        for (int64_t o0 = 0; o0 < O; o0 += kMO) {
+          const int mo = int(std::min<int64_t>(kMO, O - o0));
+          for (int64_t k0 = 0; k0 < Kp; k0 += kMK) {
+            const int64_t koff[kMK] = {k0 * L, (k0 + 1) * L, (k0 + 2) * L};
+            conv_tiles::dw_tile_rows(mo, dyc + o0 * L, L, 0, col, koff, 0, 1, nl, pw + o0 * Kp + k0,
+                                     Kp);
+          }
+        }
+      }
+    });
+    sum_partials(ptr<T>(ws), per_thread, nt, O, K, Kp, dw, db);
+  }
+};
+
+// ---------------------------------------------------------------- implicit engine (stride 1)
+// With stride 1 no patches need to be unrolled. Copy the image into a zero-padded plane of width
+// Wp = W + 2·pw and number the outputs by "virtual" pixels t = i·Wp + j, j < Wp (the columns
+// j >= OW are computed and thrown away). Then the B row of weight tap (ci, p, q) is the padded
+// plane itself shifted by off = ci·Hp·Wp + p·dh·Wp + q·dw:
+//   B[(ci, p, q)][t] = xpad[off + t],
+// so the GEMM tile reads shifted windows of the padded image (offsets instead of packed panels).
+// The price is the wasted columns, (Wp − OW)/Wp, and the last partial tile of each image.
+template <class T>
+struct ImplicitEngine {
+  static constexpr int64_t W = Simd<T>::kLanes, NR = kNV * W;
+
+  struct Layout {
+    int64_t hp, wp, plane, pv, tiles, pvp, xsz;
+  };
+  static Layout layout(const Conv2dGeometry& g) {
+    Layout l;
+    l.hp = g.h + 2 * g.ph, l.wp = g.w + 2 * g.pw, l.plane = l.hp * l.wp;
+    l.pv = g.oh * l.wp;  // virtual pixels of one image
+    l.tiles = (l.pv + NR - 1) / NR, l.pvp = l.tiles * NR;
+    // Zeroed slack after the last plane: tiles overrun pv by up to NR − 1 and a tap's shift
+    // within a row by (kw − 1)·dw (those reads only feed thrown-away columns, or meet zeros).
+    l.xsz = round_up(g.c * l.plane + l.pvp + (g.kw - 1) * g.dw, W);
+    return l;
+  }
+
+  // Copies image x [C, H, W] into the zero-padded planes of xp (l.xsz values).
+  static void pad_image(const T* x, const Conv2dGeometry& g, const Layout& l, T* xp) {
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      T* d = xp + ci * l.plane;
+      const T* s = x + ci * g.h * g.w;
+      std::fill(d, d + g.ph * l.wp, T(0));
+      d += g.ph * l.wp;
+      for (int64_t r = 0; r < g.h; ++r, d += l.wp, s += g.w) {
+        for (int64_t c = 0; c < g.pw; ++c) d[c] = T(0);
+        std::memcpy(d + g.pw, s, size_t(g.w) * sizeof(T));
+        for (int64_t c = g.pw + g.w; c < l.wp; ++c) d[c] = T(0);
+      }
+      std::fill(d, d + g.ph * l.wp, T(0));
+    }
+    std::fill(xp + g.c * l.plane, xp + l.xsz, T(0));
+  }
+
+  static std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Layout& l) {
+    std::vector<int64_t> offs(g.c * g.kh * g.kw);
+    for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q) offs[k++] = ci * l.plane + p * g.dh * l.wp + q * g.dw;
+    return offs;
+  }
+
+  // y = conv(x, w) + bias for stride 1 (weights [O][C][kh][kw] in w).
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const Layout l = layout(g);
+    const int nt = g.n >= 2 ? threads_for(double(g.n * l.pvp) * double(K * O)) : 1;
+    const int64_t a_sz = round_up(O * K, W);
+    const int64_t per_thread = l.xsz + O * l.pvp;
+    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    T* ap = ptr<T>(ws);
+    pack_a(w, O, K, K, 1, ap);
+    const std::vector<int64_t> offs = tap_offsets(g, l);
+    split_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
+      T* xp = ap + a_sz + t * per_thread;
+      T* yv = xp + l.xsz;  // virtual output [O][pvp]
+      for (int64_t img = b; img < e; ++img) {
+        pad_image(x + img * g.c * g.h * g.w, g, l, xp);
+        for (int64_t j = 0; j < l.tiles; ++j)
+          for (int64_t m0 = 0; m0 < O; m0 += kMR)
+            gemm_tile_rows(int(std::min<int64_t>(kMR, O - m0)), ap + m0 * K, xp + j * NR,
+                           offs.data(), K, bias ? bias + m0 : nullptr, yv + m0 * l.pvp + j * NR,
+                           l.pvp);
+        // Keep the real columns.
+        T* yi = y + img * O * P;
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t i = 0; i < g.oh; ++i)
+            std::memcpy(yi + o * P + i * g.ow, yv + o * l.pvp + i * l.wp, size_t(g.ow) * sizeof(T));
+      }
+    });
+  }
+
+  // The input gradient of a stride-1 convolution is itself a stride-1 convolution: of dY,
+  // padded by dh·(kh − 1) − ph (and likewise in width), with the weights transposed over
+  // (O, C) and flipped in both kernel dimensions:
+  //   dx[c][h][w] = Σ_{o, p, q} dY[o][h + ph − p·dh][w + pw − q·dw] · W[o][c][p][q].
+  // Applicable when that padding is not negative.
+  static bool input_grad_applies(const Conv2dGeometry& g) {
+    return g.sh == 1 && g.sw == 1 && g.dh * (g.kh - 1) >= g.ph && g.dw * (g.kw - 1) >= g.pw;
+  }
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    Conv2dGeometry t{g.n,
+                     g.o,
+                     g.oh,
+                     g.ow,
+                     g.c,
+                     g.kh,
+                     g.kw,
+                     g.h,
+                     g.w,
+                     1,
+                     1,
+                     g.dh * (g.kh - 1) - g.ph,
+                     g.dw * (g.kw - 1) - g.pw,
+                     g.dh,
+                     g.dw};
+    Tensor wt = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+    T* f = ptr<T>(wt);
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t p = 0; p < g.kh; ++p)
+          for (int64_t q = 0; q < g.kw; ++q)
+            f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
+                w[((o * g.c + c) * g.kh + p) * g.kw + q];
+    forward(gy, f, nullptr, t, dx);
+  }
+
+  // dW tiles with B rows read from the padded planes of a group of images and dY copied into
+  // the virtual layout (zeros in the thrown-away columns, so they add nothing).
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const int64_t Kp = round_up(K, kMK);
+    const Layout l = layout(g);
+    const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
+    const int64_t per_img = l.xsz + O * lv;
+    const int nt = threads_for(double(g.n * lv) * double(K * O));
+    const int64_t images = (g.n + nt - 1) / nt;
+    const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
+    const int64_t acc_sz = round_up(O * Kp + O, W);
+    const int64_t per_thread = acc_sz + nb * per_img;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    std::vector<int64_t> koff = tap_offsets(g, l);
+    koff.resize(Kp, g.c * l.plane);  // padding taps read the zero slack (xsz covers lv of it)
+    split_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
+      T* pw = ptr<T>(ws) + t * per_thread;
+      T* pb = pw + O * Kp;
+      T* xp = pw + acc_sz;       // nb padded images, l.xsz apart
+      T* dyv = xp + nb * l.xsz;  // nb virtual dY images [O][lv], O·lv apart
+      std::fill(pw, pw + O * Kp + O, T(0));
+      for (int64_t i0 = b; i0 < e; i0 += nb) {
+        const int64_t cnt = std::min(nb, e - i0);
+        for (int64_t i = 0; i < cnt; ++i) {
+          const T* gyi = gy + (i0 + i) * O * P;
+          T* dv = dyv + i * O * lv;
+          for (int64_t o = 0; o < O; ++o) {
+            T* row = dv + o * lv;
+            std::fill(row, row + lv, T(0));
+            for (int64_t r = 0; r < g.oh; ++r)
+              std::memcpy(row + r * l.wp, gyi + o * P + r * g.ow, size_t(g.ow) * sizeof(T));
+            pb[o] += row_sum(row, lv);
+          }
+          if (dw) pad_image(x + (i0 + i) * g.c * g.h * g.w, g, l, xp + i * l.xsz);
+        }
+        if (!dw) continue;
+        for (int64_t o0 = 0; o0 < O; o0 += kMO)
+          for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
+            conv_tiles::dw_tile_rows(int(std::min<int64_t>(kMO, O - o0)), dyv + o0 * lv, lv, O * lv,
+                                     xp, koff.data() + k0, l.xsz, cnt, lv, pw + o0 * Kp + k0, Kp);
+      }
+    });
+    sum_partials(ptr<T>(ws), per_thread, nt, O, K, Kp, dw, db);
+  }
+};
+#endif
+
+// ================================================================ engine choice
+std::atomic<int> g_engine{int(ConvEngine::Auto)};
+
+ConvEngine pick(const Conv2dGeometry& g, int pass) {
+  ConvEngine e = ConvEngine(g_engine.load(std::memory_order_relaxed));
+#if defined(__AVX512F__)
+  const bool stride1 = g.sh == 1 && g.sw == 1;
+  if (e == ConvEngine::Implicit && !stride1) e = ConvEngine::Panel;
+  if (e == ConvEngine::Implicit && pass == 1 && !ImplicitEngine<float>::input_grad_applies(g))
+    e = ConvEngine::Panel;
+  if (e != ConvEngine::Auto) return e;
+  if (!stride1) return ConvEngine::Panel;
+  if (pass == 1)
+    return ImplicitEngine<float>::input_grad_applies(g) ? ConvEngine::Implicit : ConvEngine::Panel;
+  return ConvEngine::Implicit;
+#else
+  return ConvEngine::Blas;
+#endif
+}
+
+template <class T>
+struct Engine {
+  static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
+    switch (pick(g, 0)) {
+#if defined(__AVX512F__)
+      case ConvEngine::Implicit:
+        return ImplicitEngine<T>::forward(x, w, b, g, y);
+      case ConvEngine::Panel:
+        return PanelEngine<T>::forward(x, w, b, g, y);
+#endif
+      default:
+        return BlasEngine<T>::forward(x, w, b, g, y);
+    }
+  }
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    switch (pick(g, 1)) {
+#if defined(__AVX512F__)
+      case ConvEngine::Implicit:
+        return ImplicitEngine<T>::backward_input(gy, w, g, dx);
+      case ConvEngine::Panel:
+        return PanelEngine<T>::backward_input(gy, w, g, dx);
+#endif
+      default:
+        return BlasEngine<T>::backward_input(gy, w, g, dx);
+    }
+  }
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    switch (pick(g, 2)) {
+#if defined(__AVX512F__)
+      case ConvEngine::Implicit:
+        return ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+      case ConvEngine::Panel:
+        return PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+#endif
+      default:
+        return BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+    }
+  }
+};
+
+// ================================================================ entry points
 template <class T>
 void forward_typed(const Tensor& xt, const Tensor& wt, const Tensor& bt, const Conv2dGeometry& g,
                    Tensor& yt) {
-  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
-  const T* x = ptr<T>(xt);
-  const T* w = ptr<T>(wt);
   const T* bias = bt.defined() ? ptr<T>(bt) : nullptr;
   T* y = ptr<T>(yt);
-  const int64_t x_img = g.c * g.h * g.w, y_img = O * P;
-  if (K == 0) {  // no input channels: the output is the bias
-    for (int64_t i = 0; i < g.n * O; ++i)
-      std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % O] : T(0));
+  const int64_t P = g.oh * g.ow;
+  if (g.c == 0) {  // no input channels: the output is the bias
+    for (int64_t i = 0; i < g.n * g.o; ++i)
+      std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % g.o] : T(0));
     return;
   }
-  const bool pointwise = is_pointwise(g);
-  Plan pl = make_plan(g, sizeof(T));
-  // Per thread: col [K, nb·P] and the GEMM result [O, nb·P] when nb > 1.
-  const int64_t col_sz = pointwise ? 0 : K * pl.nb * P;
-  const int64_t tmp_sz = pl.nb > 1 ? O * pl.nb * P : 0;
-  Tensor ws = Tensor::empty({std::max<int64_t>(1, pl.threads * (col_sz + tmp_sz))}, xt.dtype());
-  T* wsp = ptr<T>(ws);
-
-  run_groups(pl, [&](int64_t gi, int t) {
-    const int64_t i0 = gi * pl.nb, nb = std::min(pl.nb, g.n - i0), cols = nb * P;
-    T* col = wsp + t * (col_sz + tmp_sz);
-    T* tmp = col + col_sz;
-    const T* b_mat;
-    if (pointwise) {
-      b_mat = x + i0 * x_img;
-    } else {
-      for (int64_t b = 0; b < nb; ++b) im2col(x + (i0 + b) * x_img, g, col + b * P, cols);
-      b_mat = col;
-    }
-    if (nb == 1) {  // straight into y[i0]
-      T* yi = y + i0 * y_img;
-      gemm(false, false, O, P, K, T(1), w, K, b_mat, P, T(0), yi, P);
-      if (bias)
-        for (int64_t o = 0; o < O; ++o) {
-          T bo = bias[o];
-          T* r = yi + o * P;
-#pragma omp simd
-          for (int64_t j = 0; j < P; ++j) r[j] += bo;
-        }
-      return;
-    }
-    gemm(false, false, O, cols, K, T(1), w, K, b_mat, cols, T(0), tmp, cols);
-    // tmp[o][b·P + j] -> y[i0 + b][o][j], plus the bias
-    for (int64_t b = 0; b < nb; ++b)
-      for (int64_t o = 0; o < O; ++o) {
-        const T* src = tmp + o * cols + b * P;
-        T* dst = y + (i0 + b) * y_img + o * P;
-        T bo = bias ? bias[o] : T(0);
-#pragma omp simd
-        for (int64_t j = 0; j < P; ++j) dst[j] = src[j] + bo;
-      }
-  });
+  Engine<T>::forward(ptr<T>(xt), ptr<T>(wt), bias, g, y);
 }
 
-// ---------------------------------------------------------------- input gradient
 template <class T>
 void backward_input_typed(const Tensor& gyt, const Tensor& wt, const Conv2dGeometry& g,
                           Tensor& gxt) {
-  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
-  const T* gy = ptr<T>(gyt);
-  const T* w = ptr<T>(wt);
-  T* gx = ptr<T>(gxt);
-  const int64_t x_img = g.c * g.h * g.w, y_img = O * P;
-  if (K == 0) return;
-  const bool pointwise = is_pointwise(g);
-  Plan pl = make_plan(g, sizeof(T));
-  const int64_t col_sz = pointwise ? 0 : K * pl.nb * P;
-  const int64_t tmp_sz = pl.nb > 1 ? O * pl.nb * P : 0;
-  Tensor ws = Tensor::empty({std::max<int64_t>(1, pl.threads * (col_sz + tmp_sz))}, gyt.dtype());
-  T* wsp = ptr<T>(ws);
-
-  run_groups(pl, [&](int64_t gi, int t) {
-    const int64_t i0 = gi * pl.nb, nb = std::min(pl.nb, g.n - i0), cols = nb * P;
-    T* col = wsp + t * (col_sz + tmp_sz);
-    T* tmp = col + col_sz;
-    if (pointwise) {  // gx[i] = Wᵀ · gy[i]
-      gemm(true, false, K, P, O, T(1), w, K, gy + i0 * y_img, P, T(0), gx + i0 * x_img, P);
-      return;
-    }
-    const T* a;
-    if (nb == 1) {
-      a = gy + i0 * y_img;
-    } else {  // gather gy[i0 + b][o][:] into tmp[o][b·P:]
-      for (int64_t b = 0; b < nb; ++b)
-        for (int64_t o = 0; o < O; ++o)
-          std::memcpy(tmp + o * cols + b * P, gy + (i0 + b) * y_img + o * P, size_t(P) * sizeof(T));
-      a = tmp;
-    }
-    gemm(true, false, K, cols, O, T(1), w, K, a, cols, T(0), col, cols);
-    for (int64_t b = 0; b < nb; ++b) col2im(col + b * P, cols, g, gx + (i0 + b) * x_img);
-  });
+  if (gxt.numel() == 0) return;
+  Engine<T>::backward_input(ptr<T>(gyt), ptr<T>(wt), g, ptr<T>(gxt));
 }
 
-// ---------------------------------------------------------------- weight and bias gradients
 template <class T>
 void backward_weight_typed(const Tensor& gyt, const Tensor& xt, const Conv2dGeometry& g,
                            Tensor& gwt, Tensor& gbt) {
-  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
-  const T* gy = ptr<T>(gyt);
-  const bool want_w = gwt.defined() && K > 0, want_b = gbt.defined();
-  const int64_t x_img = g.c * g.h * g.w, y_img = O * P;
-  const bool pointwise = is_pointwise(g);
-  Plan pl = make_plan(g, sizeof(T));
-  const int64_t col_sz = want_w && !pointwise ? K * pl.nb * P : 0;
-  const int64_t tmp_sz = want_w && pl.nb > 1 ? O * pl.nb * P : 0;
-  // Per thread: its partial dW [O, K] and db [O], then the buffers.
-  const int64_t acc_sz = O * K + O;
-  const int64_t per_thread = acc_sz + col_sz + tmp_sz;
-  Tensor ws = Tensor::empty({std::max<int64_t>(1, pl.threads * per_thread)}, gyt.dtype());
-  T* wsp = ptr<T>(ws);
-  for (int t = 0; t < pl.threads; ++t)  // zero the partial sums
-    std::fill(wsp + t * per_thread, wsp + t * per_thread + acc_sz, T(0));
-  const T* x = want_w ? ptr<T>(xt) : nullptr;
-
-  run_groups(pl, [&](int64_t gi, int t) {
-    const int64_t i0 = gi * pl.nb, nb = std::min(pl.nb, g.n - i0), cols = nb * P;
-    T* dw = wsp + t * per_thread;
-    T* db = dw + O * K;
-    T* col = db + O;
-    T* tmp = col + col_sz;
-    if (want_b)
-      for (int64_t b = 0; b < nb; ++b)
-        for (int64_t o = 0; o < O; ++o) {
-          const T* r = gy + (i0 + b) * y_img + o * P;
-          T s = 0;
-#pragma omp simd reduction(+ : s)
-          for (int64_t j = 0; j < P; ++j) s += r[j];
-          db[o] += s;
-        }
-    if (!want_w) return;
-    if (pointwise) {  // dW += gy[i] · x[i]ᵀ
-      gemm(false, true, O, K, P, T(1), gy + i0 * y_img, P, x + i0 * x_img, P, T(1), dw, K);
-      return;
-    }
-    for (int64_t b = 0; b < nb; ++b) im2col(x + (i0 + b) * x_img, g, col + b * P, cols);
-    const T* a;
-    if (nb == 1) {
-      a = gy + i0 * y_img;
-    } else {
-      for (int64_t b = 0; b < nb; ++b)
-        for (int64_t o = 0; o < O; ++o)
-          std::memcpy(tmp + o * cols + b * P, gy + (i0 + b) * y_img + o * P, size_t(P) * sizeof(T));
-      a = tmp;
-    }
-    gemm(false, true, O, K, cols, T(1), a, cols, col, cols, T(1), dw, K);
-  });
-
-  // Sum the threads' partials.
-  if (want_w) {
-    T* out = ptr<T>(gwt);
-    for (int64_t i = 0; i < O * K; ++i) {
-      T s = 0;
-      for (int t = 0; t < pl.threads; ++t) s += wsp[t * per_thread + i];
-      out[i] = s;
-    }
-  } else if (gwt.defined()) {
-    std::fill(ptr<T>(gwt), ptr<T>(gwt) + gwt.numel(), T(0));
-  }
-  if (want_b) {
-    T* out = ptr<T>(gbt);
-    for (int64_t o = 0; o < O; ++o) {
-      T s = 0;
-      for (int t = 0; t < pl.threads; ++t) s += wsp[t * per_thread + O * K + o];
-      out[o] = s;
-    }
-  }
+  T* dw = gwt.defined() && gwt.numel() > 0 ? ptr<T>(gwt) : nullptr;
+  T* db = gbt.defined() ? ptr<T>(gbt) : nullptr;
+  if (!dw && !db) return;
+  Engine<T>::backward_weight(ptr<T>(gyt), dw ? ptr<T>(xt) : nullptr, g, dw, db);
 }
 
 void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dGeometry& g,
@@ -364,6 +767,17 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
 }
 
 }  // namespace
+
+void set_conv_engine(ConvEngine e) {
+  g_engine = int(e);
+}
+bool conv_has_avx512_engine() {
+#if defined(__AVX512F__)
+  return true;
+#else
+  return false;
+#endif
+}
 
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_forward, CPU, forward_cpu);
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_input, CPU, backward_input_cpu);

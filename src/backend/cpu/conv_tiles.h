@@ -1,0 +1,181 @@
+// AVX-512 register tiles of the CPU convolution (float32 and float64). Internal to conv_cpu.cpp.
+#pragma once
+#if defined(__AVX512F__)
+// GCC 12's reduction intrinsics start from _mm256_undefined_pd(), which its own
+// -Wuninitialized flags once inlined; the warning points into this header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+namespace freight::cpu::conv_tiles {
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float sum(V v) { return _mm512_reduce_add_ps(v); }
+};
+template <>
+struct Simd<double> {
+  using V = __m512d;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V set1(double x) { return _mm512_set1_pd(x); }
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static double sum(V v) { return _mm512_reduce_add_pd(v); }
+};
+
+// ---------------------------------------------------------------- GEMM tile
+// MR output rows (one weight row each, broadcast) × kNV vectors of output pixels. At MR = 8 the
+// 24 accumulators leave registers for the 3 pixel vectors and a broadcast; each step issues 24
+// FMAs for 3 vector loads and 8 broadcasts, so the loop runs at the FMA throughput.
+constexpr int kMR = 8, kNV = 3;
+
+// c[m][0, NR) = init[m] + Σ_k a[k·MR + m] · b[offs[k] + (0, NR)]  (NR = kNV vectors).
+// a: the weights' micro-panel (MR rows interleaved per k). Row k of B starts at b + offs[k]:
+// consecutive rows of a packed panel, or shifted windows of a padded input plane.
+template <class T, int MR>
+inline void gemm_tile(const T* __restrict a, const T* __restrict b, const int64_t* __restrict offs,
+                      int64_t K, const T* __restrict init, T* __restrict c, int64_t ldc) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[MR][kNV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+    typename S::V v = init ? S::set1(init[m]) : S::zero();
+#pragma GCC unroll 3
+    for (int u = 0; u < kNV; ++u) acc[m][u] = v;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const T* bk = b + offs[k];
+    typename S::V b0 = S::load(bk), b1 = S::load(bk + W), b2 = S::load(bk + 2 * W);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      typename S::V am = S::set1(a[m]);
+      acc[m][0] = S::fma(am, b0, acc[m][0]);
+      acc[m][1] = S::fma(am, b1, acc[m][1]);
+      acc[m][2] = S::fma(am, b2, acc[m][2]);
+    }
+    a += MR;
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 3
+    for (int u = 0; u < kNV; ++u) S::store(c + m * ldc + u * W, acc[m][u]);
+  }
+}
+
+// The same for mr = 1..8 rows (the last block when the rows are not a multiple of 8).
+template <class T>
+void gemm_tile_rows(int mr, const T* a, const T* b, const int64_t* offs, int64_t K, const T* init,
+                    T* c, int64_t ldc) {
+  switch (mr) {
+    case 8:
+      gemm_tile<T, 8>(a, b, offs, K, init, c, ldc);
+      break;
+    case 7:
+      gemm_tile<T, 7>(a, b, offs, K, init, c, ldc);
+      break;
+    case 6:
+      gemm_tile<T, 6>(a, b, offs, K, init, c, ldc);
+      break;
+    case 5:
+      gemm_tile<T, 5>(a, b, offs, K, init, c, ldc);
+      break;
+    case 4:
+      gemm_tile<T, 4>(a, b, offs, K, init, c, ldc);
+      break;
+    case 3:
+      gemm_tile<T, 3>(a, b, offs, K, init, c, ldc);
+      break;
+    case 2:
+      gemm_tile<T, 2>(a, b, offs, K, init, c, ldc);
+      break;
+    default:
+      gemm_tile<T, 1>(a, b, offs, K, init, c, ldc);
+      break;
+  }
+}
+
+// ---------------------------------------------------------------- weight-gradient tile
+// dw[o][u] += Σ_images Σ_l dy[o][l] · col_u[l] for MO rows of dy and kMK rows of col, l over
+// [0, L) (a multiple of the lane count). Lane-wise partial sums stay in registers over all
+// pixels of all images and are reduced once at the end, so both operands stream in their
+// natural row layout (no transposition). Image i's rows are at dy + i·dy_img + o·ldy and
+// col + i·col_img + koff[u].
+constexpr int kMO = 8, kMK = 3;
+template <class T, int MO>
+inline void dw_tile(const T* __restrict dy, int64_t ldy, int64_t dy_img, const T* __restrict col,
+                    const int64_t* koff, int64_t col_img, int64_t images, int64_t L,
+                    T* __restrict dw, int64_t ldw) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[MO][kMK];
+#pragma GCC unroll 8
+  for (int o = 0; o < MO; ++o) {
+#pragma GCC unroll 3
+    for (int u = 0; u < kMK; ++u) acc[o][u] = S::zero();
+  }
+  for (int64_t i = 0; i < images; ++i) {
+    const T* d = dy + i * dy_img;
+    const T* r0 = col + i * col_img + koff[0];
+    const T* r1 = col + i * col_img + koff[1];
+    const T* r2 = col + i * col_img + koff[2];
+    for (int64_t l = 0; l < L; l += W) {
+      typename S::V c0 = S::load(r0 + l), c1 = S::load(r1 + l), c2 = S::load(r2 + l);
+#pragma GCC unroll 8
+      for (int o = 0; o < MO; ++o) {
+        typename S::V v = S::load(d + o * ldy + l);
+        acc[o][0] = S::fma(v, c0, acc[o][0]);
+        acc[o][1] = S::fma(v, c1, acc[o][1]);
+        acc[o][2] = S::fma(v, c2, acc[o][2]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int o = 0; o < MO; ++o) {
+#pragma GCC unroll 3
+    for (int u = 0; u < kMK; ++u) dw[o * ldw + u] += S::sum(acc[o][u]);
+  }
+}
+
+template <class T>
+void dw_tile_rows(int mo, const T* dy, int64_t ldy, int64_t dy_img, const T* col,
+                  const int64_t* koff, int64_t col_img, int64_t images, int64_t L, T* dw,
+                  int64_t ldw) {
+  switch (mo) {
+#define FREIGHT_DW_CASE(n)                                                  \
+  case n:                                                                   \
+    dw_tile<T, n>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw); \
+    break;
+    FREIGHT_DW_CASE(8)
+    FREIGHT_DW_CASE(7)
+    FREIGHT_DW_CASE(6)
+    FREIGHT_DW_CASE(5)
+    FREIGHT_DW_CASE(4)
+    FREIGHT_DW_CASE(3)
+    FREIGHT_DW_CASE(2)
+#undef FREIGHT_DW_CASE
+    default:
+      dw_tile<T, 1>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+      break;
+  }
+}
+
+}  // namespace freight::cpu::conv_tiles
+#endif
