@@ -44,6 +44,15 @@ DType dtype_of() {
   return std::is_same_v<T, float> ? DType::F32 : DType::F64;
 }
 
+#if defined(__AVX512F__)
+using conv_tiles::copy_n;
+#else
+template <class T>
+inline void copy_n(const T* src, int64_t n, T* dst) {
+  std::memcpy(dst, src, size_t(n) * sizeof(T));
+}
+#endif
+
 // ================================================================ patch rows
 // For kernel column q, the output columns j whose input column j·sw − pw + q·dw lies inside
 // [0, w) are j0 <= j < j1; the others read padding.
@@ -146,7 +155,7 @@ template <class T>
 void grad_row(const T* gy, const Conv2dGeometry& g, int64_t o, int64_t c0, int64_t c1, T* out) {
   const int64_t P = g.oh * g.ow;
   for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
-    std::memcpy(out + pos, gy + (img * g.o + o) * P + p0, size_t(p1 - p0) * sizeof(T));
+    copy_n(gy + (img * g.o + o) * P + p0, p1 - p0, out + pos);
   });
 }
 
@@ -408,8 +417,7 @@ struct PanelEngine {
             gemm_tile_rows(mr, ap + m0 * K, bj, offs.data(), K, init, tile, NR);
             for_image_pieces(t0, t1, P, [&](int64_t im, int64_t q0, int64_t q1, int64_t pos) {
               for (int m = 0; m < mr; ++m)
-                std::memcpy(y + (im * O + m0 + m) * P + q0, tile + m * NR + pos,
-                            size_t(q1 - q0) * sizeof(T));
+                copy_n(tile + m * NR + pos, q1 - q0, y + (im * O + m0 + m) * P + q0);
             });
           }
         }
@@ -531,7 +539,7 @@ struct ImplicitEngine {
       d += g.ph * l.wp;
       for (int64_t r = 0; r < g.h; ++r, d += l.wp, s += g.w) {
         for (int64_t c = 0; c < g.pw; ++c) d[c] = T(0);
-        std::memcpy(d + g.pw, s, size_t(g.w) * sizeof(T));
+        copy_n(s, g.w, d + g.pw);
         for (int64_t c = g.pw + g.w; c < l.wp; ++c) d[c] = T(0);
       }
       std::fill(d, d + g.ph * l.wp, T(0));
@@ -572,7 +580,7 @@ struct ImplicitEngine {
         T* yi = y + img * O * P;
         for (int64_t o = 0; o < O; ++o)
           for (int64_t i = 0; i < g.oh; ++i)
-            std::memcpy(yi + o * P + i * g.ow, yv + o * l.pvp + i * l.wp, size_t(g.ow) * sizeof(T));
+            copy_n(yv + o * l.pvp + i * l.wp, g.ow, yi + o * P + i * g.ow);
       }
     });
   }
@@ -642,8 +650,7 @@ struct ImplicitEngine {
           for (int64_t o = 0; o < O; ++o) {
             T* row = dv + o * lv;
             std::fill(row, row + lv, T(0));
-            for (int64_t r = 0; r < g.oh; ++r)
-              std::memcpy(row + r * l.wp, gyi + o * P + r * g.ow, size_t(g.ow) * sizeof(T));
+            for (int64_t r = 0; r < g.oh; ++r) copy_n(gyi + o * P + r * g.ow, g.ow, row + r * l.wp);
             pb[o] += row_sum(row, lv);
           }
           if (dw) pad_image(x + (i0 + i) * g.c * g.h * g.w, g, l, xp + i * l.xsz);

@@ -26,6 +26,13 @@ struct Simd<float> {
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
+  // The first n <= kLanes lanes (the others load as 0, and are not stored).
+  static V load_n(const float* p, int n) {
+    return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+  }
+  static void store_n(float* p, V v, int n) {
+    _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
+  }
 };
 template <>
 struct Simd<double> {
@@ -38,7 +45,25 @@ struct Simd<double> {
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static double sum(V v) { return _mm512_reduce_add_pd(v); }
+  static V load_n(const double* p, int n) {
+    return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
+  }
+  static void store_n(double* p, V v, int n) {
+    _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), v);
+  }
 };
+
+// dst[0, n) = src[0, n) with masked vector moves. The rows copied around the tiles are short
+// (one image row), where a memcpy call costs more than the copy; GCC turns a plain loop (even
+// one of unmasked vector moves) into such a call, but not masked moves.
+template <class T>
+inline void copy_n(const T* __restrict src, int64_t n, T* __restrict dst) {
+  using S = Simd<T>;
+  for (int64_t i = 0; i < n; i += S::kLanes) {
+    const int m = int(n - i < S::kLanes ? n - i : S::kLanes);
+    S::store_n(dst + i, S::load_n(src + i, m), m);
+  }
+}
 
 // ---------------------------------------------------------------- GEMM tile
 // MR output rows (one weight row each, broadcast) × kNV vectors of output pixels. At MR = 8 the
