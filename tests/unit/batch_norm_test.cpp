@@ -86,6 +86,20 @@ TEST(BatchNorm, EvaluationUsesRunningStatisticsAndLeavesThem) {
   EXPECT_EQ(b.grad().to_double_vector(), (std::vector<double>{4, 4}));
 }
 
+TEST(BatchNorm, LargeMeanKeepsTheVariance) {
+  // Channel values 1e4 + N(0, 1) in float32: E[x²] − E[x]² would lose the variance entirely.
+  Generator gen(3);
+  Tensor x = add_scalar(Tensor::normal({256, 2, 3, 3}, 0, 1, DType::F64, Device::cpu(), &gen), 1e4);
+  Tensor rm = Tensor::zeros({2}), rv = Tensor::zeros({2});
+  batch_norm(x.to(DType::F32), Tensor(), Tensor(), rm, rv, true, 1.0, 1e-5);
+  Tensor rm64 = Tensor::zeros({2}, DType::F64), rv64 = Tensor::zeros({2}, DType::F64);
+  batch_norm(x, Tensor(), Tensor(), rm64, rv64, true, 1.0, 1e-5);
+  for (int ch = 0; ch < 2; ++ch) {
+    EXPECT_NEAR(rv.to_double_vector()[ch], rv64.to_double_vector()[ch], 2e-3);
+    EXPECT_NEAR(rv64.to_double_vector()[ch], 1.0, 0.1);
+  }
+}
+
 TEST(BatchNorm, TrainingWithoutRunningStatistics) {
   Tensor x = two_channels(DType::F32);
   Tensor y = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true);

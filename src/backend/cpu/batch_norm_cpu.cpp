@@ -27,18 +27,30 @@ int64_t channel_grain(int64_t n, int64_t s) {
   return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n * s));
 }
 
-// For each channel ch in [0, c): sa[ch] = Σ fa(x, ch), sb[ch] = Σ fb(x, ch) over the channel's
-// n·s positions, where fa/fb(i, ch) read position i (flat index into the [n, c, s] tensors).
-template <class Fa, class Fb>
-void channel_sums(int64_t n, int64_t c, int64_t s, double* sa, double* sb, Fa&& fa, Fb&& fb) {
-  if (s == 1) {
+// Per-channel sums over the n·s positions of each channel, in double:
+//   kShifted:  sa[ch] = Σ (u − mu[ch]),  sb[ch] = Σ (u − mu[ch])²
+//   kSumDot:   sa[ch] = Σ u,             sb[ch] = Σ u·(v − mu[ch])
+// (Raw pointer loops: written with index-taking lambdas GCC vectorised them as gathers.)
+enum SumKind { kShifted, kSumDot };
+template <SumKind K, class T>
+void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const double* mu,
+                  double* sa, double* sb) {
+  if (s == 1) {  // rows of c channels: vectorise across channels
     parallel_for(c, channel_grain(n, s), [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) sa[ch] = 0, sb[ch] = 0;
       for (int64_t i = 0; i < n; ++i) {
+        const T* ur = u + i * c;
+        const T* vr = v ? v + i * c : nullptr;
 #pragma omp simd
         for (int64_t ch = c0; ch < c1; ++ch) {
-          sa[ch] += fa(i * c + ch, ch);
-          sb[ch] += fb(i * c + ch, ch);
+          if constexpr (K == kShifted) {
+            const double d = double(ur[ch]) - mu[ch];
+            sa[ch] += d;
+            sb[ch] += d * d;
+          } else {
+            sa[ch] += double(ur[ch]);
+            sb[ch] += double(ur[ch]) * (double(vr[ch]) - mu[ch]);
+          }
         }
       }
     });
@@ -47,12 +59,23 @@ void channel_sums(int64_t n, int64_t c, int64_t s, double* sa, double* sb, Fa&& 
   parallel_for(c, channel_grain(n, s), [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch) {
       double a = 0, b = 0;
+      const double m = mu[ch];
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t base = (i * c + ch) * s;
+        const T* up = u + (i * c + ch) * s;
+        const T* vp = v ? v + (i * c + ch) * s : nullptr;
+        if constexpr (K == kShifted) {
 #pragma omp simd reduction(+ : a, b)
-        for (int64_t j = 0; j < s; ++j) {
-          a += fa(base + j, ch);
-          b += fb(base + j, ch);
+          for (int64_t j = 0; j < s; ++j) {
+            const double d = double(up[j]) - m;
+            a += d;
+            b += d * d;
+          }
+        } else {
+#pragma omp simd reduction(+ : a, b)
+          for (int64_t j = 0; j < s; ++j) {
+            a += double(up[j]);
+            b += double(up[j]) * (double(vp[j]) - m);
+          }
         }
       }
       sa[ch] = a, sb[ch] = b;
@@ -60,24 +83,44 @@ void channel_sums(int64_t n, int64_t c, int64_t s, double* sa, double* sb, Fa&& 
   });
 }
 
-// out[i] = f(i, ch) over the whole tensor.
-template <class F>
-void channel_map(int64_t n, int64_t c, int64_t s, F&& f) {
+// out = ka[ch]·u + kb[ch]·v + kc[ch] elementwise (v may be null: then no kb term).
+template <class T>
+void channel_affine(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const T* ka,
+                    const T* kb, const T* kc, T* out) {
   if (s == 1) {
     parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, c)),
                  [&](int64_t i0, int64_t i1) {
                    for (int64_t i = i0; i < i1; ++i) {
+                     const T* ur = u + i * c;
+                     T* o = out + i * c;
+                     if (v) {
+                       const T* vr = v + i * c;
 #pragma omp simd
-                     for (int64_t ch = 0; ch < c; ++ch) f(i * c + ch, ch);
+                       for (int64_t ch = 0; ch < c; ++ch)
+                         o[ch] = ka[ch] * ur[ch] + kb[ch] * vr[ch] + kc[ch];
+                     } else {
+#pragma omp simd
+                       for (int64_t ch = 0; ch < c; ++ch) o[ch] = ka[ch] * ur[ch] + kc[ch];
+                     }
                    }
                  });
     return;
   }
   parallel_for(n * c, std::max<int64_t>(1, kElementwiseGrain / s), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t ch = p % c, base = p * s;
+      const int64_t ch = p % c;
+      const T a = ka[ch], k = kc[ch];
+      const T* up = u + p * s;
+      T* o = out + p * s;
+      if (v) {
+        const T* vp = v + p * s;
+        const T b = kb[ch];
 #pragma omp simd
-      for (int64_t j = 0; j < s; ++j) f(base + j, ch);
+        for (int64_t j = 0; j < s; ++j) o[j] = a * up[j] + b * vp[j] + k;
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < s; ++j) o[j] = a * up[j] + k;
+      }
     }
   });
 }
@@ -89,21 +132,16 @@ void stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, double eps, Ten
     using T = decltype(tag);
     const T* px = cptr<T>(x);
     const double m = double(n * s);
-    std::vector<double> sum(c), unused(c), mu(c), sq(c);
-    // Two passes (the mean, then squared deviations from it): E[x²] − E[x]² would cancel
-    // catastrophically when the mean is large compared with the spread.
-    channel_sums(
-        n, c, s, sum.data(), unused.data(), [&](int64_t i, int64_t) { return double(px[i]); },
-        [](int64_t, int64_t) { return 0.0; });
-    for (int64_t ch = 0; ch < c; ++ch) mu[ch] = sum[ch] / m;
-    const double* pmu = mu.data();
-    channel_sums(
-        n, c, s, sq.data(), unused.data(),
-        [&](int64_t i, int64_t ch) {
-          double d = double(px[i]) - pmu[ch];
-          return d * d;
-        },
-        [](int64_t, int64_t) { return 0.0; });
+    // One pass over x for Σd and Σd², d = x − K with K a value of the channel (its first): the
+    // variance (Σd² − (Σd)²/m)/m then cancels only as much as the spread is small compared with
+    // the distance from K to the mean, not to 0 (E[x²] − E[x]² fails for large means).
+    std::vector<double> shift(c), sum_d(c), sq(c), mu(c);
+    for (int64_t ch = 0; ch < c; ++ch) shift[ch] = double(px[ch * s]);
+    channel_sums<kShifted, T>(n, c, s, px, nullptr, shift.data(), sum_d.data(), sq.data());
+    for (int64_t ch = 0; ch < c; ++ch) {
+      mu[ch] = shift[ch] + sum_d[ch] / m;
+      sq[ch] = std::max(0.0, sq[ch] - sum_d[ch] * sum_d[ch] / m);  // Σ(x − mean)²
+    }
     T* pm = mptr<T>(mean);
     T* pv = mptr<T>(var);
     T* pi = mptr<T>(invstd);
@@ -158,9 +196,7 @@ void forward_cpu(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
       scale[ch] = pi[ch] * (pw ? pw[ch] : T(1));
       shift[ch] = (pb ? pb[ch] : T(0)) - pm[ch] * scale[ch];
     }
-    const T* a = scale.data();
-    const T* b = shift.data();
-    channel_map(n, c, s, [&](int64_t i, int64_t ch) { py[i] = px[i] * a[ch] + b[ch]; });
+    channel_affine<T>(n, c, s, px, nullptr, scale.data(), nullptr, shift.data(), py);
   });
 }
 
@@ -177,12 +213,10 @@ void backward_cpu(const Tensor& gy, const Tensor& x, const Tensor& mean, const T
     T* dx = mptr<T>(gx);
     T* dw = mptr<T>(gweight);
     T* db = mptr<T>(gbias);
-    std::vector<double> sum_dy(c, 0.0), sum_dy_xc(c, 0.0);  // Σ gy and Σ gy·(x − mean)
+    std::vector<double> sum_dy(c, 0.0), sum_dy_xc(c, 0.0), mu(c);  // Σ gy, Σ gy·(x − mean)
+    for (int64_t ch = 0; ch < c; ++ch) mu[ch] = double(pm[ch]);
     if ((training && dx) || dw || db)
-      channel_sums(
-          n, c, s, sum_dy.data(), sum_dy_xc.data(),
-          [&](int64_t i, int64_t) { return double(pg[i]); },
-          [&](int64_t i, int64_t ch) { return double(pg[i]) * (double(px[i]) - double(pm[ch])); });
+      channel_sums<kSumDot, T>(n, c, s, pg, px, mu.data(), sum_dy.data(), sum_dy_xc.data());
     for (int64_t ch = 0; ch < c; ++ch) {
       if (dw) dw[ch] = T(sum_dy_xc[ch] * double(pi[ch]));  // Σ gy·x̂
       if (db) db[ch] = T(sum_dy[ch]);
@@ -197,13 +231,9 @@ void backward_cpu(const Tensor& gy, const Tensor& x, const Tensor& mean, const T
       const double A = double(pi[ch]) * (pw ? double(pw[ch]) : 1.0);
       const double B = training ? A * double(pi[ch]) * double(pi[ch]) * sum_dy_xc[ch] / m : 0.0;
       const double C = training ? B * double(pm[ch]) - A * sum_dy[ch] / m : 0.0;
-      ka[ch] = T(A), kb[ch] = T(B), kc[ch] = T(C);
+      ka[ch] = T(A), kb[ch] = T(-B), kc[ch] = T(C);
     }
-    const T* a = ka.data();
-    const T* b = kb.data();
-    const T* k = kc.data();
-    channel_map(n, c, s,
-                [&](int64_t i, int64_t ch) { dx[i] = a[ch] * pg[i] - b[ch] * px[i] + k[ch]; });
+    channel_affine<T>(n, c, s, pg, px, ka.data(), kb.data(), kc.data(), dx);
   });
 }
 
