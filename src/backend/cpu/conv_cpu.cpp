@@ -555,32 +555,93 @@ struct ImplicitEngine {
     return offs;
   }
 
+  // Where the lanes of one vector of virtual pixels go in the compact output: virtual pixel t
+  // (row i = t / wp, column t % wp) is output pixel t − i·(wp − ow) when its column is < ow and
+  // i < oh. Lanes of one row form one masked store at a common offset; a vector spans at most
+  // lanes / wp + 2 rows.
+  struct Segment {
+    int64_t off;    // output index of lane 0 (lanes of this row land at off + lane)
+    uint32_t mask;  // lanes of this row that are real output pixels
+  };
+  static constexpr int kMaxSegments = W + 1;
+  static int segments(const Conv2dGeometry& g, const Layout& l, int64_t t0, Segment* seg) {
+    int count = 0;
+    for (int lane = 0; lane < W;) {
+      const int64_t t = t0 + lane, i = t / l.wp, col = t % l.wp;
+      const int run = int(std::min<int64_t>(W - lane, l.wp - col));  // lanes left in row i
+      uint32_t mask = 0;
+      if (i < g.oh)
+        for (int q = 0; q < run; ++q)
+          if (col + q < g.ow) mask |= 1u << (lane + q);
+      if (mask) seg[count++] = {t0 - i * (l.wp - g.ow), mask};
+      lane += run;
+    }
+    return count;
+  }
+
+  // Stores tile accumulators straight into the NCHW output, dropping the virtual columns.
+  struct VirtualStore {
+    T* y;       // output channel m0 of the image
+    int64_t P;  // output plane size
+    const Segment* seg[kNV];
+    int nseg[kNV];
+    void operator()(int m, int u, typename Simd<T>::V v) const {
+      T* base = y + m * P;
+      for (int s = 0; s < nseg[u]; ++s)
+        Simd<T>::store_mask(base + seg[u][s].off, v, seg[u][s].mask);
+    }
+  };
+
   // y = conv(x, w) + bias for stride 1 (weights [O][C][kh][kw] in w).
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const Layout l = layout(g);
     const int nt = g.n >= 2 ? threads_for(double(g.n * l.pvp) * double(K * O)) : 1;
     const int64_t a_sz = round_up(O * K, W);
-    const int64_t per_thread = l.xsz + O * l.pvp;
+    const int64_t per_thread = l.xsz;
     Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
     T* ap = ptr<T>(ws);
     pack_a(w, O, K, K, 1, ap);
     const std::vector<int64_t> offs = tap_offsets(g, l);
+    // Output segments of every tile vector, shared by all images.
+    std::vector<Segment> segs(l.tiles * kNV * kMaxSegments);
+    std::vector<int> nsegs(l.tiles * kNV);
+    for (int64_t j = 0; j < l.tiles * kNV; ++j)
+      nsegs[j] = segments(g, l, j * W, segs.data() + j * kMaxSegments);
+    const int64_t img_in = g.c * g.h * g.w;
+    // Without padding the image is its own padded plane; the tiles' overrun then reads the
+    // next image (only thrown-away columns), so just the batch's last image needs the copy.
+    const bool in_place = g.ph == 0 && g.pw == 0 && img_in >= l.xsz - g.c * l.plane;
+    const int64_t lines = img_in * int64_t(sizeof(T)) / 64;
     split_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
       T* xp = ap + a_sz + t * per_thread;
-      T* yv = xp + l.xsz;  // virtual output [O][pvp]
       for (int64_t img = b; img < e; ++img) {
-        pad_image(x + img * g.c * g.h * g.w, g, l, xp);
-        for (int64_t j = 0; j < l.tiles; ++j)
-          for (int64_t m0 = 0; m0 < O; m0 += kMR)
-            gemm_tile_rows(int(std::min<int64_t>(kMR, O - m0)), ap + m0 * K, xp + j * NR,
-                           offs.data(), K, bias ? bias + m0 : nullptr, yv + m0 * l.pvp + j * NR,
-                           l.pvp);
-        // Keep the real columns.
-        T* yi = y + img * O * P;
-        for (int64_t o = 0; o < O; ++o)
-          for (int64_t i = 0; i < g.oh; ++i)
-            copy_n(yv + o * l.pvp + i * l.wp, g.ow, yi + o * P + i * g.ow);
+        const T* src = x + img * img_in;
+        if (!(in_place && img + 1 < g.n)) {
+          pad_image(src, g, l, xp);
+          src = xp;
+        }
+        // Bring the next image towards the cache while this one computes.
+        const char* next =
+            img + 1 < e ? reinterpret_cast<const char*>(x + (img + 1) * img_in) : nullptr;
+        const int64_t per_tile = (lines + l.tiles - 1) / l.tiles;
+        for (int64_t j = 0; j < l.tiles; ++j) {
+          if (next)
+            for (int64_t q = j * per_tile; q < std::min(lines, (j + 1) * per_tile); ++q)
+              _mm_prefetch(next + q * 64, _MM_HINT_T1);
+          VirtualStore st{nullptr, P, {}, {}};
+          for (int u = 0; u < kNV; ++u) {
+            st.seg[u] = segs.data() + (j * kNV + u) * kMaxSegments;
+            st.nseg[u] = nsegs[j * kNV + u];
+          }
+          // The last tile computes only the vectors that reach a virtual pixel.
+          const int nv = int(std::min<int64_t>(kNV, (l.pv - j * NR + W - 1) / W));
+          for (int64_t m0 = 0; m0 < O; m0 += kMR) {
+            st.y = y + (img * O + m0) * P;
+            gemm_tile_rows(int(std::min<int64_t>(kMR, O - m0)), nv, ap + m0 * K, src + j * NR,
+                           offs.data(), K, bias ? bias + m0 : nullptr, st);
+          }
+        }
       }
     });
   }

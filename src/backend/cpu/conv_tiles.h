@@ -33,6 +33,10 @@ struct Simd<float> {
   static void store_n(float* p, V v, int n) {
     _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
   }
+  // The lanes set in `mask`.
+  static void store_mask(float* p, V v, uint32_t mask) {
+    _mm512_mask_storeu_ps(p, __mmask16(mask), v);
+  }
 };
 template <>
 struct Simd<double> {
@@ -50,6 +54,9 @@ struct Simd<double> {
   }
   static void store_n(double* p, V v, int n) {
     _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), v);
+  }
+  static void store_mask(double* p, V v, uint32_t mask) {
+    _mm512_mask_storeu_pd(p, __mmask8(mask), v);
   }
 };
 
@@ -71,70 +78,89 @@ inline void copy_n(const T* __restrict src, int64_t n, T* __restrict dst) {
 // FMAs for 3 vector loads and 8 broadcasts, so the loop runs at the FMA throughput.
 constexpr int kMR = 8, kNV = 3;
 
-// c[m][0, NR) = init[m] + Σ_k a[k·MR + m] · b[offs[k] + (0, NR)]  (NR = kNV vectors).
-// a: the weights' micro-panel (MR rows interleaved per k). Row k of B starts at b + offs[k]:
-// consecutive rows of a packed panel, or shifted windows of a padded input plane.
-template <class T, int MR>
+// Stores accumulator (m, u) of a tile at c + m·ldc + u·lanes: a row-major C.
+template <class T>
+struct RowStore {
+  T* c;
+  int64_t ldc;
+  void operator()(int m, int u, typename Simd<T>::V v) const {
+    Simd<T>::store(c + m * ldc + u * Simd<T>::kLanes, v);
+  }
+};
+
+// acc[m][u] = init[m] + Σ_k a[k·MR + m] · b[offs[k] + u·lanes + (0, lanes)] for u < NV, then
+// store(m, u, acc[m][u]). a: the weights' micro-panel (MR rows interleaved per k). Row k of B
+// starts at b + offs[k]: consecutive rows of a packed panel, or shifted windows of a padded
+// input plane. NV < kNV serves the last, narrower tile of a row of pixels.
+template <class T, int MR, int NV, class Store>
 inline void gemm_tile(const T* __restrict a, const T* __restrict b, const int64_t* __restrict offs,
-                      int64_t K, const T* __restrict init, T* __restrict c, int64_t ldc) {
+                      int64_t K, const T* __restrict init, const Store& store) {
   using S = Simd<T>;
   constexpr int W = S::kLanes;
-  typename S::V acc[MR][kNV];
+  typename S::V acc[MR][NV];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     typename S::V v = init ? S::set1(init[m]) : S::zero();
 #pragma GCC unroll 3
-    for (int u = 0; u < kNV; ++u) acc[m][u] = v;
+    for (int u = 0; u < NV; ++u) acc[m][u] = v;
   }
   for (int64_t k = 0; k < K; ++k) {
     const T* bk = b + offs[k];
-    typename S::V b0 = S::load(bk), b1 = S::load(bk + W), b2 = S::load(bk + 2 * W);
+    typename S::V bv[NV];
+#pragma GCC unroll 3
+    for (int u = 0; u < NV; ++u) bv[u] = S::load(bk + u * W);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       typename S::V am = S::set1(a[m]);
-      acc[m][0] = S::fma(am, b0, acc[m][0]);
-      acc[m][1] = S::fma(am, b1, acc[m][1]);
-      acc[m][2] = S::fma(am, b2, acc[m][2]);
+#pragma GCC unroll 3
+      for (int u = 0; u < NV; ++u) acc[m][u] = S::fma(am, bv[u], acc[m][u]);
     }
     a += MR;
   }
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 3
-    for (int u = 0; u < kNV; ++u) S::store(c + m * ldc + u * W, acc[m][u]);
+    for (int u = 0; u < NV; ++u) store(m, u, acc[m][u]);
   }
 }
 
-// The same for mr = 1..8 rows (the last block when the rows are not a multiple of 8).
+// The same for mr = 1..8 rows (the last block when the rows are not a multiple of 8) and
+// nv = 1..kNV vectors.
+template <class T, int NV, class Store>
+void gemm_tile_rows_nv(int mr, const T* a, const T* b, const int64_t* offs, int64_t K,
+                       const T* init, const Store& store) {
+  switch (mr) {
+#define FREIGHT_GEMM_CASE(n)                         \
+  case n:                                            \
+    gemm_tile<T, n, NV>(a, b, offs, K, init, store); \
+    break;
+    FREIGHT_GEMM_CASE(8)
+    FREIGHT_GEMM_CASE(7)
+    FREIGHT_GEMM_CASE(6)
+    FREIGHT_GEMM_CASE(5)
+    FREIGHT_GEMM_CASE(4)
+    FREIGHT_GEMM_CASE(3)
+    FREIGHT_GEMM_CASE(2)
+#undef FREIGHT_GEMM_CASE
+    default:
+      gemm_tile<T, 1, NV>(a, b, offs, K, init, store);
+      break;
+  }
+}
+template <class T, class Store>
+void gemm_tile_rows(int mr, int nv, const T* a, const T* b, const int64_t* offs, int64_t K,
+                    const T* init, const Store& store) {
+  if (nv >= 3)
+    gemm_tile_rows_nv<T, 3>(mr, a, b, offs, K, init, store);
+  else if (nv == 2)
+    gemm_tile_rows_nv<T, 2>(mr, a, b, offs, K, init, store);
+  else
+    gemm_tile_rows_nv<T, 1>(mr, a, b, offs, K, init, store);
+}
 template <class T>
 void gemm_tile_rows(int mr, const T* a, const T* b, const int64_t* offs, int64_t K, const T* init,
                     T* c, int64_t ldc) {
-  switch (mr) {
-    case 8:
-      gemm_tile<T, 8>(a, b, offs, K, init, c, ldc);
-      break;
-    case 7:
-      gemm_tile<T, 7>(a, b, offs, K, init, c, ldc);
-      break;
-    case 6:
-      gemm_tile<T, 6>(a, b, offs, K, init, c, ldc);
-      break;
-    case 5:
-      gemm_tile<T, 5>(a, b, offs, K, init, c, ldc);
-      break;
-    case 4:
-      gemm_tile<T, 4>(a, b, offs, K, init, c, ldc);
-      break;
-    case 3:
-      gemm_tile<T, 3>(a, b, offs, K, init, c, ldc);
-      break;
-    case 2:
-      gemm_tile<T, 2>(a, b, offs, K, init, c, ldc);
-      break;
-    default:
-      gemm_tile<T, 1>(a, b, offs, K, init, c, ldc);
-      break;
-  }
+  gemm_tile_rows_nv<T, kNV>(mr, a, b, offs, K, init, RowStore<T>{c, ldc});
 }
 
 // ---------------------------------------------------------------- weight-gradient tile
