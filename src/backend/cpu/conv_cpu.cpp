@@ -357,6 +357,17 @@ T row_sum(const T* row, int64_t n) {
   return S::sum(s);
 }
 
+// Σ p[0, n) for any n (masked tail).
+template <class T>
+T sum_n(const T* p, int64_t n) {
+  using S = Simd<T>;
+  typename S::V s = S::zero();
+  int64_t j = 0;
+  for (; j + S::kLanes <= n; j += S::kLanes) s = S::add(s, S::load(p + j));
+  if (j < n) s = S::add(s, S::load_n(p + j, int(n - j)));
+  return S::sum(s);
+}
+
 // Sums the threads' partial dW [O, Kp] (then db [O]) blocks, dropping padding columns.
 template <class T>
 void sum_partials(const T* base, int64_t per_thread, int nt, int64_t O, int64_t K, int64_t Kp,
@@ -681,49 +692,105 @@ struct ImplicitEngine {
     forward(gy, f, nullptr, t, dx);
   }
 
-  // dW tiles with B rows read from the padded planes of a group of images and dY copied into
-  // the virtual layout (zeros in the thrown-away columns, so they add nothing).
+  // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
+  // and their output gradients in the virtual layout, with zeros in the dropped columns so
+  // those add nothing. With at least a vector's worth of output channels the sums run
+  // transposed (dwt_tile: taps broadcast against vectors of channels), else along the pixels
+  // (dw_tile).
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
-    const int64_t Kp = round_up(K, kMK);
+    const bool transposed = O >= W;
+    const int64_t Kp = transposed ? K : round_up(K, kMK);
+    const int64_t ldo = transposed ? round_up(O, W) : O;  // dW accumulator row length
     const Layout l = layout(g);
     const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
-    const int64_t per_img = l.xsz + O * lv;
+    const int64_t per_img = l.xsz + ldo * lv;
     const int nt = threads_for(double(g.n * lv) * double(K * O));
     const int64_t images = (g.n + nt - 1) / nt;
     const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
-    const int64_t acc_sz = round_up(O * Kp + O, W);
+    const int64_t acc_sz = round_up(Kp * ldo + O, W);
     const int64_t per_thread = acc_sz + nb * per_img;
     Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
     std::vector<int64_t> koff = tap_offsets(g, l);
     koff.resize(Kp, g.c * l.plane);  // padding taps read the zero slack (xsz covers lv of it)
     split_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
-      T* pw = ptr<T>(ws) + t * per_thread;
-      T* pb = pw + O * Kp;
+      T* pw = ptr<T>(ws) + t * per_thread;  // dW: [Kp][ldo] transposed, else [O][Kp]
+      T* pb = pw + Kp * ldo;
       T* xp = pw + acc_sz;       // nb padded images, l.xsz apart
-      T* dyv = xp + nb * l.xsz;  // nb virtual dY images [O][lv], O·lv apart
-      std::fill(pw, pw + O * Kp + O, T(0));
+      T* dyv = xp + nb * l.xsz;  // nb virtual dY images, ldo·lv apart
+      std::fill(pw, pw + Kp * ldo + O, T(0));
       for (int64_t i0 = b; i0 < e; i0 += nb) {
         const int64_t cnt = std::min(nb, e - i0);
         for (int64_t i = 0; i < cnt; ++i) {
           const T* gyi = gy + (i0 + i) * O * P;
-          T* dv = dyv + i * O * lv;
-          for (int64_t o = 0; o < O; ++o) {
-            T* row = dv + o * lv;
-            std::fill(row, row + lv, T(0));
-            for (int64_t r = 0; r < g.oh; ++r) copy_n(gyi + o * P + r * g.ow, g.ow, row + r * l.wp);
-            pb[o] += row_sum(row, lv);
+          for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);
+          if (!dw) continue;
+          T* dv = dyv + i * ldo * lv;
+          if (transposed) {
+            transpose_grad(gyi, g, l, lv, ldo, dv);
+          } else {
+            for (int64_t o = 0; o < O; ++o) {
+              T* row = dv + o * lv;
+              std::fill(row, row + lv, T(0));
+              for (int64_t r = 0; r < g.oh; ++r)
+                copy_n(gyi + o * P + r * g.ow, g.ow, row + r * l.wp);
+            }
           }
-          if (dw) pad_image(x + (i0 + i) * g.c * g.h * g.w, g, l, xp + i * l.xsz);
+          pad_image(x + (i0 + i) * g.c * g.h * g.w, g, l, xp + i * l.xsz);
         }
         if (!dw) continue;
-        for (int64_t o0 = 0; o0 < O; o0 += kMO)
-          for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
-            conv_tiles::dw_tile_rows(int(std::min<int64_t>(kMO, O - o0)), dyv + o0 * lv, lv, O * lv,
-                                     xp, koff.data() + k0, l.xsz, cnt, lv, pw + o0 * Kp + k0, Kp);
+        if (transposed) {
+          for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
+            conv_tiles::dwt_tiles(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
+                                  ldo * lv, xp, koff.data(), l.xsz, cnt, lv, pw + o0);
+        } else {
+          for (int64_t o0 = 0; o0 < O; o0 += kMO)
+            for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
+              conv_tiles::dw_tile_rows(int(std::min<int64_t>(kMO, O - o0)), dyv + o0 * lv, lv,
+                                       O * lv, xp, koff.data() + k0, l.xsz, cnt, lv,
+                                       pw + o0 * Kp + k0, Kp);
+        }
       }
     });
-    sum_partials(ptr<T>(ws), per_thread, nt, O, K, Kp, dw, db);
+    // Sum the threads' partials.
+    const T* base = ptr<T>(ws);
+    for (int64_t o = 0; o < O; ++o) {
+      if (dw)
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t at = transposed ? k * ldo + o : o * Kp + k;
+          T sum = 0;
+          for (int t = 0; t < nt; ++t) sum += base[t * per_thread + at];
+          dw[o * K + k] = sum;
+        }
+      if (db) {
+        T sum = 0;
+        for (int t = 0; t < nt; ++t) sum += base[t * per_thread + Kp * ldo + o];
+        db[o] = sum;
+      }
+    }
+  }
+
+  // dY of one image [O][oh·ow] in the transposed virtual layout: dyT[t·ldo + o] = gy[o][i·ow + j]
+  // for t = i·wp + j, j < ow; zeros in the dropped columns, the rows t in [pv, lv) and the
+  // channels o in [O, ldo). Blocks of lanes × lanes go through an in-register transpose.
+  static void transpose_grad(const T* gy, const Conv2dGeometry& g, const Layout& l, int64_t lv,
+                             int64_t ldo, T* dyT) {
+    using S = Simd<T>;
+    const int64_t P = g.oh * g.ow;
+    typename S::V r[W];
+    for (int64_t i = 0; i < g.oh; ++i) {
+      for (int64_t j0 = 0; j0 < g.ow; j0 += W) {
+        const int cnt = int(std::min<int64_t>(W, g.ow - j0));
+        for (int64_t o0 = 0; o0 < ldo; o0 += W) {
+          for (int q = 0; q < W; ++q)
+            r[q] = o0 + q < g.o ? S::load_n(gy + (o0 + q) * P + i * g.ow + j0, cnt) : S::zero();
+          conv_tiles::transpose(r);
+          for (int q = 0; q < cnt; ++q) S::store(dyT + (i * l.wp + j0 + q) * ldo + o0, r[q]);
+        }
+      }
+      std::fill(dyT + (i * l.wp + g.ow) * ldo, dyT + (i + 1) * l.wp * ldo, T(0));
+    }
+    std::fill(dyT + l.pv * ldo, dyT + lv * ldo, T(0));
   }
 };
 #endif

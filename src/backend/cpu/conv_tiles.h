@@ -228,5 +228,156 @@ void dw_tile_rows(int mo, const T* dy, int64_t ldy, int64_t dy_img, const T* col
   }
 }
 
+// ---------------------------------------------------------------- transposed weight-gradient tile
+// The same sums with the roles turned round, for when the output channels fill whole vectors:
+// dWᵀ[k][o] = Σ_t x[koff[k] + t] · dYᵀ[t][o]. Each step broadcasts KT input values (one per
+// weight tap) against OV vectors of output channels of one pixel, so it loads OV vectors and KT
+// scalars per KT·OV FMAs (the pixel-vector form above loads a vector per row), and the sums
+// come out whole, without reductions across lanes.
+//   acc[u][v] = Σ_images Σ_{t < L} x_i[koff[u] + t] · dyT_i[t·ldo + v·lanes + (0, lanes)]
+//   dwT[u·ldo + v·lanes + (0, lanes)] += acc[u][v]
+// where x_i = x + i·x_img and dyT_i = dyT + i·dy_img.
+template <class T, int KT, int OV>
+inline void dwt_tile(const T* __restrict dyT, int64_t ldo, int64_t dy_img, const T* __restrict x,
+                     const int64_t* koff, int64_t x_img, int64_t images, int64_t L,
+                     T* __restrict dwT) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[KT][OV];
+#pragma GCC unroll 8
+  for (int u = 0; u < KT; ++u) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) acc[u][v] = S::zero();
+  }
+  for (int64_t i = 0; i < images; ++i) {
+    const T* d = dyT + i * dy_img;
+    const T* r[KT];
+#pragma GCC unroll 8
+    for (int u = 0; u < KT; ++u) r[u] = x + i * x_img + koff[u];
+    for (int64_t t = 0; t < L; ++t) {
+      typename S::V dv[OV];
+#pragma GCC unroll 4
+      for (int v = 0; v < OV; ++v) dv[v] = S::load(d + t * ldo + v * W);
+#pragma GCC unroll 8
+      for (int u = 0; u < KT; ++u) {
+        typename S::V b = S::set1(r[u][t]);
+#pragma GCC unroll 4
+        for (int v = 0; v < OV; ++v) acc[u][v] = S::fma(b, dv[v], acc[u][v]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int u = 0; u < KT; ++u) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) {
+      T* p = dwT + u * ldo + v * W;
+      S::store(p, S::add(S::load(p), acc[u][v]));
+    }
+  }
+}
+
+// Taps per transposed tile for ov output-channel vectors (24 accumulators at most).
+inline int dwt_taps(int ov) {
+  return ov >= 4 ? 6 : 8;
+}
+
+template <class T, int OV>
+void dwt_tile_kt(int kt, const T* dyT, int64_t ldo, int64_t dy_img, const T* x, const int64_t* koff,
+                 int64_t x_img, int64_t images, int64_t L, T* dwT) {
+  switch (kt) {
+#define FREIGHT_DWT_CASE(n)                                               \
+  case n:                                                                 \
+    dwt_tile<T, n, OV>(dyT, ldo, dy_img, x, koff, x_img, images, L, dwT); \
+    break;
+    FREIGHT_DWT_CASE(8)
+    FREIGHT_DWT_CASE(6)
+    FREIGHT_DWT_CASE(4)
+    FREIGHT_DWT_CASE(2)
+#undef FREIGHT_DWT_CASE
+    default:
+      dwt_tile<T, 1, OV>(dyT, ldo, dy_img, x, koff, x_img, images, L, dwT);
+      break;
+  }
+}
+
+// dWᵀ rows [0, K) for ov channel vectors: full tiles of dwt_taps(ov) taps, the rest in tiles of
+// 4, 2 and 1.
+template <class T>
+void dwt_tiles(int ov, int64_t K, const T* dyT, int64_t ldo, int64_t dy_img, const T* x,
+               const int64_t* koff, int64_t x_img, int64_t images, int64_t L, T* dwT) {
+  for (int64_t k0 = 0; k0 < K;) {
+    const int64_t left = K - k0;
+    const int full = dwt_taps(ov);
+    const int kt = left >= full ? full : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    const T* d = dyT;
+    switch (ov) {
+      case 4:
+        dwt_tile_kt<T, 4>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+      case 3:
+        dwt_tile_kt<T, 3>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+      case 2:
+        dwt_tile_kt<T, 2>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+      default:
+        dwt_tile_kt<T, 1>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+    }
+    k0 += kt;
+  }
+}
+
+// ---------------------------------------------------------------- transposes
+// In-register transpose of a lanes × lanes block: r[i] holds row i on entry and column i on
+// exit. Float (16 x 16): interleave 32-bit pairs of rows, then 64-bit pairs; vector s[4i + c]
+// then holds, in 128-bit lane L, column 4L + c of rows 4i..4i+3, and two rounds of 128-bit
+// lane shuffles gather those four row groups into each column.
+inline void transpose(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 s[16];
+  for (int i = 0; i < 4; ++i) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    s[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    s[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    s[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    s[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int c = 0; c < 4; ++c) {
+    __m512 p = _mm512_shuffle_f32x4(s[c], s[4 + c], 0x88);  // lanes 0, 2 of each
+    __m512 q = _mm512_shuffle_f32x4(s[c], s[4 + c], 0xDD);  // lanes 1, 3 of each
+    __m512 p2 = _mm512_shuffle_f32x4(s[8 + c], s[12 + c], 0x88);
+    __m512 q2 = _mm512_shuffle_f32x4(s[8 + c], s[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(p, p2, 0x88);       // lane 0 of the four groups
+    r[8 + c] = _mm512_shuffle_f32x4(p, p2, 0xDD);   // lane 2
+    r[4 + c] = _mm512_shuffle_f32x4(q, q2, 0x88);   // lane 1
+    r[12 + c] = _mm512_shuffle_f32x4(q, q2, 0xDD);  // lane 3
+  }
+}
+// Double (8 x 8): one round of 64-bit interleaves leaves column 2L + c of rows 2i, 2i + 1 in
+// lane L of t[2i + c]; the same lane shuffles finish.
+inline void transpose(__m512d r[8]) {
+  __m512d t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
+  }
+  for (int c = 0; c < 2; ++c) {
+    __m512d p = _mm512_shuffle_f64x2(t[c], t[2 + c], 0x88);
+    __m512d q = _mm512_shuffle_f64x2(t[c], t[2 + c], 0xDD);
+    __m512d p2 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0x88);
+    __m512d q2 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0xDD);
+    r[c] = _mm512_shuffle_f64x2(p, p2, 0x88);
+    r[4 + c] = _mm512_shuffle_f64x2(p, p2, 0xDD);
+    r[2 + c] = _mm512_shuffle_f64x2(q, q2, 0x88);
+    r[6 + c] = _mm512_shuffle_f64x2(q, q2, 0xDD);
+  }
+}
+
 }  // namespace freight::cpu::conv_tiles
 #endif
