@@ -206,6 +206,24 @@ void split_threads(int nt, int64_t n, int64_t unit, Fn&& fn) {
   }
 }
 
+// Runs fn(thread, begin, end) on `nt` threads over [0, n) in pieces of `grain` items handed out
+// as threads come free. On a shared machine one thread may lose its core for a while; a static
+// split would make the whole step wait for it.
+template <class Fn>
+void dynamic_threads(int nt, int64_t n, int64_t grain, Fn&& fn) {
+  if (nt <= 1) {
+    for (int64_t b = 0; b < n; b += grain) fn(0, b, std::min(n, b + grain));
+    return;
+  }
+  std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num();
+    for (int64_t b; (b = next.fetch_add(grain, std::memory_order_relaxed)) < n;)
+      fn(t, b, std::min(n, b + grain));
+  }
+}
+
 // ================================================================ BLAS engine
 void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -624,7 +642,7 @@ struct ImplicitEngine {
     // next image (only thrown-away columns), so just the batch's last image needs the copy.
     const bool in_place = g.ph == 0 && g.pw == 0 && img_in >= l.xsz - g.c * l.plane;
     const int64_t lines = img_in * int64_t(sizeof(T)) / 64;
-    split_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
+    dynamic_threads(nt, g.n, 2, [&](int t, int64_t b, int64_t e) {
       T* xp = ap + a_sz + t * per_thread;
       for (int64_t img = b; img < e; ++img) {
         const T* src = x + img * img_in;
@@ -706,19 +724,22 @@ struct ImplicitEngine {
     const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
     const int64_t per_img = l.xsz + ldo * lv;
     const int nt = threads_for(double(g.n * lv) * double(K * O));
-    const int64_t images = (g.n + nt - 1) / nt;
+    // Images per group: as many as fit the budget, with at least 3 groups per thread to share
+    // out dynamically.
+    const int64_t images = std::max<int64_t>(1, g.n / (3 * nt));
     const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
     const int64_t acc_sz = round_up(Kp * ldo + O, W);
     const int64_t per_thread = acc_sz + nb * per_img;
     Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
     std::vector<int64_t> koff = tap_offsets(g, l);
     koff.resize(Kp, g.c * l.plane);  // padding taps read the zero slack (xsz covers lv of it)
-    split_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
+    for (int t = 0; t < nt; ++t)     // zero each thread's partial sums
+      std::fill(ptr<T>(ws) + t * per_thread, ptr<T>(ws) + t * per_thread + Kp * ldo + O, T(0));
+    dynamic_threads(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
       T* pw = ptr<T>(ws) + t * per_thread;  // dW: [Kp][ldo] transposed, else [O][Kp]
       T* pb = pw + Kp * ldo;
       T* xp = pw + acc_sz;       // nb padded images, l.xsz apart
       T* dyv = xp + nb * l.xsz;  // nb virtual dY images, ldo·lv apart
-      std::fill(pw, pw + Kp * ldo + O, T(0));
       for (int64_t i0 = b; i0 < e; i0 += nb) {
         const int64_t cnt = std::min(nb, e - i0);
         for (int64_t i = 0; i < cnt; ++i) {
