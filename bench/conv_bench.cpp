@@ -2,7 +2,7 @@
 // (LeNet-5, PyTorch's MNIST example, a Fashion-MNIST CNN, ResNet-56 on CIFAR). Build by hand:
 //   g++ -O2 -std=c++20 bench/conv_bench.cpp -Iinclude -Lbuild -lfreight -lfmt \
 //       -Wl,-rpath,$PWD/build -o /tmp/conv_bench
-//   OMP_NUM_THREADS=2 /tmp/conv_bench [batch] [filter]
+//   OMP_NUM_THREADS=2 /tmp/conv_bench [batch] [shape name]
 // Prints medians of 7 timed rounds; GFLOP/s counts 2·MACs of the forward, and the backward as
 // twice that when the input needs a gradient (dx and dW), once when it does not (dW only).
 #include <algorithm>
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   };
   std::printf("%s\n", build_info().c_str());
   for (const Shape4& s : shapes) {
-    if (*filter && !std::strstr(s.name, filter)) continue;
+    if (*filter && std::strcmp(s.name, filter) != 0) continue;
     Generator gen(1);
     Tensor x = Tensor::normal({n, s.c, s.h, s.w}, 0, 1, DType::F32, Device::cpu(), &gen);
     Tensor w = Tensor::normal({s.o, s.c, s.k, s.k}, 0, 0.1, DType::F32, Device::cpu(), &gen);

@@ -145,19 +145,19 @@ struct BlasEngine {
 // ================================================================ engine choice
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 
+// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient): a forced one where
+// it applies, else Implicit for stride 1 (its input gradient needs padding <= the dilated
+// kernel extent − 1, true of every usual convolution), else Panel; Blas without AVX-512.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
-  ConvEngine e = ConvEngine(g_engine.load(std::memory_order_relaxed));
 #if defined(__AVX512F__)
-  const bool stride1 = g.sh == 1 && g.sw == 1;
-  if (e == ConvEngine::Implicit && !stride1) e = ConvEngine::Panel;
-  if (e == ConvEngine::Implicit && pass == 1 && !ImplicitEngine<float>::input_grad_applies(g))
-    e = ConvEngine::Panel;
-  if (e != ConvEngine::Auto) return e;
-  if (!stride1) return ConvEngine::Panel;
-  if (pass == 1)
-    return ImplicitEngine<float>::input_grad_applies(g) ? ConvEngine::Implicit : ConvEngine::Panel;
-  return ConvEngine::Implicit;
+  ConvEngine e = ConvEngine(g_engine.load(std::memory_order_relaxed));
+  const bool implicit_ok =
+      g.sh == 1 && g.sw == 1 && (pass != 1 || ImplicitEngine<float>::input_grad_applies(g));
+  if (e == ConvEngine::Auto) return implicit_ok ? ConvEngine::Implicit : ConvEngine::Panel;
+  if (e == ConvEngine::Implicit && !implicit_ok) return ConvEngine::Panel;
+  return e;
 #else
+  (void)g, (void)pass;
   return ConvEngine::Blas;
 #endif
 }
