@@ -105,6 +105,10 @@ void max_backward_cpu(const Tensor& gy, const Tensor& indices, const Pool2dGeome
 }
 
 // ---------------------------------------------------------------- average
+inline bool is_2x2_s2(const Pool2dGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
+}
+
 void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
   dispatch_floating(x.dtype(), "avg_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
@@ -116,6 +120,17 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
       for (int64_t p = b; p < e; ++p) {
         const T* xp = px + p * in;
         T* yp = py + p * out;
+        if (is_2x2_s2(g)) {
+          for (int64_t i = 0; i < g.oh; ++i) {
+            const T* a = xp + 2 * i * g.w;
+            const T* b = a + g.w;
+            T* yr = yp + i * g.ow;
+#pragma omp simd
+            for (int64_t j = 0; j < g.ow; ++j)
+              yr[j] = (a[2 * j] + a[2 * j + 1] + b[2 * j] + b[2 * j + 1]) * scale;
+          }
+          continue;
+        }
         for (int64_t i = 0; i < g.oh; ++i)
           for (int64_t j = 0; j < g.ow; ++j) {
             const Window win = window(g, i, j);
@@ -140,6 +155,19 @@ void avg_backward_cpu(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx) {
       for (int64_t p = b; p < e; ++p) {
         T* xp = px + p * in;
         const T* gp = pg + p * out;
+        if (is_2x2_s2(g) && g.h % 2 == 0 && g.w % 2 == 0) {  // windows tile the plane
+          for (int64_t i = 0; i < g.oh; ++i) {
+            T* a = xp + 2 * i * g.w;
+            T* b = a + g.w;
+            const T* gr = gp + i * g.ow;
+#pragma omp simd
+            for (int64_t j = 0; j < g.ow; ++j) {
+              const T v = gr[j] * scale;
+              a[2 * j] = v, a[2 * j + 1] = v, b[2 * j] = v, b[2 * j + 1] = v;
+            }
+          }
+          continue;
+        }
         std::fill(xp, xp + in, T(0));
         for (int64_t i = 0; i < g.oh; ++i)
           for (int64_t j = 0; j < g.ow; ++j) {
