@@ -1,0 +1,502 @@
+// The AVX-512 engines of the CPU convolution (float32 and float64), used by conv_cpu.cpp:
+//  * PanelEngine (any stride): im2col rows written straight into the panel layout of the
+//    register tile, so there is no separate packing pass.
+//  * ImplicitEngine (stride 1): no unrolling at all; the tiles read shifted windows of the
+//    zero-padded input planes.
+#pragma once
+#if defined(__AVX512F__)
+#include <vector>
+
+#include "backend/cpu/conv_patches.h"
+#include "backend/cpu/conv_tiles.h"
+
+namespace freight::cpu::conv_detail {
+
+using conv_tiles::gemm_tile_rows;
+using conv_tiles::kMK;
+using conv_tiles::kMO;
+using conv_tiles::kMR;
+using conv_tiles::kNV;
+using conv_tiles::Simd;
+
+// Packs A [M, K] (element (m, k) at a[m·rs + k·cs]) into micro-panels of kMR rows: block mb
+// holds rows [mb·8, mb·8 + mr) as [K][mr] at offset mb·8·K.
+template <class T>
+void pack_a(const T* a, int64_t M, int64_t K, int64_t rs, int64_t cs, T* out) {
+  for (int64_t m0 = 0; m0 < M; m0 += kMR) {
+    const int64_t mr = std::min<int64_t>(kMR, M - m0);
+    T* dst = out + m0 * K;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t m = 0; m < mr; ++m) dst[k * mr + m] = a[(m0 + m) * rs + k * cs];
+  }
+}
+
+// Fills B panels for `rows` rows over `n` pixels: row r comes from fill(r, rowbuf) (n values),
+// and panel j (pixels [j·NR, j·NR + NR)) is stored as [rows][NR] at j·rows·NR. The last panel's
+// missing pixels are zeros.
+template <class T, class Fill>
+void pack_b(int64_t rows, int64_t n, T* rowbuf, T* out, Fill&& fill) {
+  constexpr int64_t NR = kNV * Simd<T>::kLanes;
+  const int64_t panels = (n + NR - 1) / NR;
+  std::fill(rowbuf + n, rowbuf + panels * NR, T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    fill(r, rowbuf);
+    for (int64_t j = 0; j < panels; ++j) {
+      const T* src = rowbuf + j * NR;
+      T* dst = out + (j * rows + r) * NR;
+#pragma omp simd
+      for (int64_t u = 0; u < NR; ++u) dst[u] = src[u];
+    }
+  }
+}
+
+// Σ row[0, n) for n a multiple of the lane count.
+template <class T>
+T row_sum(const T* row, int64_t n) {
+  using S = Simd<T>;
+  typename S::V s = S::zero();
+  for (int64_t j = 0; j < n; j += S::kLanes) s = S::add(s, S::load(row + j));
+  return S::sum(s);
+}
+
+// Σ p[0, n) for any n (masked tail).
+template <class T>
+T sum_n(const T* p, int64_t n) {
+  using S = Simd<T>;
+  typename S::V s = S::zero();
+  int64_t j = 0;
+  for (; j + S::kLanes <= n; j += S::kLanes) s = S::add(s, S::load(p + j));
+  if (j < n) s = S::add(s, S::load_n(p + j, int(n - j)));
+  return S::sum(s);
+}
+
+// Sums the threads' partial dW [O, Kp] (then db [O]) blocks, dropping padding columns.
+template <class T>
+void sum_partials(const T* base, int64_t per_thread, int nt, int64_t O, int64_t K, int64_t Kp,
+                  T* dw, T* db) {
+  for (int64_t o = 0; o < O; ++o) {
+    if (dw)
+      for (int64_t k = 0; k < K; ++k) {
+        T s = 0;
+        for (int t = 0; t < nt; ++t) s += base[t * per_thread + o * Kp + k];
+        dw[o * K + k] = s;
+      }
+    if (db) {
+      T s = 0;
+      for (int t = 0; t < nt; ++t) s += base[t * per_thread + O * Kp + o];
+      db[o] = s;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- panel engine (any stride)
+// The im2col formulation above with B written straight into the micro-kernel's panel layout.
+template <class T>
+struct PanelEngine {
+  static constexpr int64_t W = Simd<T>::kLanes, NR = kNV * W;
+
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(K, sizeof(T), NR, (NP + nt - 1) / nt);
+    const int64_t a_sz = round_up(O * K, W);
+    const int64_t per_thread = K * L + L + kMR * NR;
+    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    T* ap = ptr<T>(ws);
+    pack_a(w, O, K, K, 1, ap);
+    std::vector<int64_t> offs(K);  // row k of a panel
+    for (int64_t k = 0; k < K; ++k) offs[k] = k * NR;
+    split_threads(nt, NP, NR, [&](int t, int64_t b, int64_t e) {
+      T* bp = ap + a_sz + t * per_thread;  // B panels of the chunk
+      T* rowbuf = bp + K * L;
+      T* tile = rowbuf + L;
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        pack_b(K, n, rowbuf, bp, [&](int64_t k, T* row) { patch_row(x, g, k, c0, c1, row); });
+        for (int64_t j = 0; j * NR < n; ++j) {
+          const int64_t t0 = c0 + j * NR, t1 = std::min(c1, t0 + NR);
+          const int64_t img = t0 / P, p0 = t0 % P;
+          // A full tile inside one image goes straight to y; others through `tile`.
+          const bool direct = t1 - t0 == NR && p0 + NR <= P;
+          for (int64_t m0 = 0; m0 < O; m0 += kMR) {
+            const int mr = int(std::min<int64_t>(kMR, O - m0));
+            const T* init = bias ? bias + m0 : nullptr;
+            const T* bj = bp + j * K * NR;
+            if (direct) {
+              gemm_tile_rows(mr, ap + m0 * K, bj, offs.data(), K, init, y + (img * O + m0) * P + p0,
+                             P);
+              continue;
+            }
+            gemm_tile_rows(mr, ap + m0 * K, bj, offs.data(), K, init, tile, NR);
+            for_image_pieces(t0, t1, P, [&](int64_t im, int64_t q0, int64_t q1, int64_t pos) {
+              for (int m = 0; m < mr; ++m)
+                copy_n(tile + m * NR + pos, q1 - q0, y + (im * O + m0 + m) * P + q0);
+            });
+          }
+        }
+      }
+    });
+  }
+
+  // dcol = Wᵀ · dY per chunk, kMR rows of dcol at a time, each scattered back by col2im.
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    // Threads own whole images (col2im of one image from two threads would race).
+    const int nt = g.n >= 2 ? threads_for(double(NP) * double(K * O)) : 1;
+    const int64_t L = chunk_pixels(O + kMR, sizeof(T), NR, (NP + nt - 1) / nt);
+    const int64_t a_sz = round_up(K * O, W);
+    const int64_t per_thread = O * L + L + kMR * L;
+    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    T* ap = ptr<T>(ws);
+    pack_a(w, K, O, 1, K, ap);  // Wᵀ: row k of Wᵀ is column k of W [O, K]
+    std::vector<int64_t> offs(O);
+    for (int64_t o = 0; o < O; ++o) offs[o] = o * NR;
+    split_threads(nt, NP, P, [&](int t, int64_t b, int64_t e) {
+      T* bp = ap + a_sz + t * per_thread;  // dY panels
+      T* rowbuf = bp + O * L;
+      T* dcol = rowbuf + L;  // kMR rows of dcol over the chunk, row stride L
+      std::fill(dx + b / P * g.c * g.h * g.w, dx + e / P * g.c * g.h * g.w, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        pack_b(O, n, rowbuf, bp, [&](int64_t o, T* row) { grad_row(gy, g, o, c0, c1, row); });
+        for (int64_t m0 = 0; m0 < K; m0 += kMR) {
+          const int mr = int(std::min<int64_t>(kMR, K - m0));
+          for (int64_t j = 0; j * NR < n; ++j)
+            gemm_tile_rows(mr, ap + m0 * O, bp + j * O * NR, offs.data(), O,
+                           static_cast<const T*>(nullptr), dcol + j * NR, L);
+          for (int m = 0; m < mr; ++m) scatter_row(dcol + m * L, g, m0 + m, c0, c1, dx);
+        }
+      }
+    });
+  }
+
+  // dW tiles over plain col [Kp, L] and dY [O, L] rows of each chunk.
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int64_t Kp = round_up(K, kMK);  // col rows padded with zeros to whole tiles
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(Kp + O, sizeof(T), W, (NP + nt - 1) / nt);
+    const int64_t acc_sz = round_up(O * Kp + O, W);
+    const int64_t per_thread = acc_sz + (Kp + O) * L;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    split_threads(nt, NP, W, [&](int t, int64_t b, int64_t e) {
+      T* pw = ptr<T>(ws) + t * per_thread;  // partial dW [O, Kp], then db [O]
+      T* pb = pw + O * Kp;
+      T* col = pw + acc_sz;   // [Kp, L]
+      T* dyc = col + Kp * L;  // [O, L]
+      std::fill(pw, pw + O * Kp + O, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0, nl = round_up(n, W);
+        for (int64_t o = 0; o < O; ++o) {
+          T* row = dyc + o * L;
+          grad_row(gy, g, o, c0, c1, row);
+          std::fill(row + n, row + nl, T(0));
+          pb[o] += row_sum(row, nl);
+        }
+        if (!dw) continue;
+        for (int64_t k = 0; k < Kp; ++k) {
+          T* row = col + k * L;
+          if (k < K) {
+            patch_row(x, g, k, c0, c1, row);
+            std::fill(row + n, row + nl, T(0));
+          } else {
+            std::fill(row, row + nl, T(0));
+          }
+        }
+        for (int64_t o0 = 0; o0 < O; o0 += kMO) {
+          const int mo = int(std::min<int64_t>(kMO, O - o0));
+          for (int64_t k0 = 0; k0 < Kp; k0 += kMK) {
+            const int64_t koff[kMK] = {k0 * L, (k0 + 1) * L, (k0 + 2) * L};
+            conv_tiles::dw_tile_rows(mo, dyc + o0 * L, L, 0, col, koff, 0, 1, nl, pw + o0 * Kp + k0,
+                                     Kp);
+          }
+        }
+      }
+    });
+    sum_partials(ptr<T>(ws), per_thread, nt, O, K, Kp, dw, db);
+  }
+};
+
+// ---------------------------------------------------------------- implicit engine (stride 1)
+// With stride 1 no patches need to be unrolled. Copy the image into a zero-padded plane of width
+// Wp = W + 2·pw and number the outputs by "virtual" pixels t = i·Wp + j, j < Wp (the columns
+// j >= OW are computed and thrown away). Then the B row of weight tap (ci, p, q) is the padded
+// plane itself shifted by off = ci·Hp·Wp + p·dh·Wp + q·dw:
+//   B[(ci, p, q)][t] = xpad[off + t],
+// so the GEMM tile reads shifted windows of the padded image (offsets instead of packed panels).
+// The price is the wasted columns, (Wp − OW)/Wp, and the last partial tile of each image.
+template <class T>
+struct ImplicitEngine {
+  static constexpr int64_t W = Simd<T>::kLanes, NR = kNV * W;
+
+  struct Layout {
+    int64_t hp, wp, plane, pv, tiles, pvp, xsz;
+  };
+  static Layout layout(const Conv2dGeometry& g) {
+    Layout l;
+    l.hp = g.h + 2 * g.ph, l.wp = g.w + 2 * g.pw, l.plane = l.hp * l.wp;
+    l.pv = g.oh * l.wp;  // virtual pixels of one image
+    l.tiles = (l.pv + NR - 1) / NR, l.pvp = l.tiles * NR;
+    // Zeroed slack after the last plane: tiles overrun pv by up to NR − 1 and a tap's shift
+    // within a row by (kw − 1)·dw (those reads only feed thrown-away columns, or meet zeros).
+    l.xsz = round_up(g.c * l.plane + l.pvp + (g.kw - 1) * g.dw, W);
+    return l;
+  }
+
+  // Copies image x [C, H, W] into the zero-padded planes of xp (l.xsz values).
+  static void pad_image(const T* x, const Conv2dGeometry& g, const Layout& l, T* xp) {
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      T* d = xp + ci * l.plane;
+      const T* s = x + ci * g.h * g.w;
+      std::fill(d, d + g.ph * l.wp, T(0));
+      d += g.ph * l.wp;
+      for (int64_t r = 0; r < g.h; ++r, d += l.wp, s += g.w) {
+        for (int64_t c = 0; c < g.pw; ++c) d[c] = T(0);
+        copy_n(s, g.w, d + g.pw);
+        for (int64_t c = g.pw + g.w; c < l.wp; ++c) d[c] = T(0);
+      }
+      std::fill(d, d + g.ph * l.wp, T(0));
+    }
+    std::fill(xp + g.c * l.plane, xp + l.xsz, T(0));
+  }
+
+  static std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Layout& l) {
+    std::vector<int64_t> offs(g.c * g.kh * g.kw);
+    for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q) offs[k++] = ci * l.plane + p * g.dh * l.wp + q * g.dw;
+    return offs;
+  }
+
+  // Where the lanes of one vector of virtual pixels go in the compact output: virtual pixel t
+  // (row i = t / wp, column t % wp) is output pixel t − i·(wp − ow) when its column is < ow and
+  // i < oh. Lanes of one row form one masked store at a common offset; a vector spans at most
+  // lanes / wp + 2 rows.
+  struct Segment {
+    int64_t off;    // output index of lane 0 (lanes of this row land at off + lane)
+    uint32_t mask;  // lanes of this row that are real output pixels
+  };
+  static constexpr int kMaxSegments = W + 1;
+  static int segments(const Conv2dGeometry& g, const Layout& l, int64_t t0, Segment* seg) {
+    int count = 0;
+    for (int lane = 0; lane < W;) {
+      const int64_t t = t0 + lane, i = t / l.wp, col = t % l.wp;
+      const int run = int(std::min<int64_t>(W - lane, l.wp - col));  // lanes left in row i
+      uint32_t mask = 0;
+      if (i < g.oh)
+        for (int q = 0; q < run; ++q)
+          if (col + q < g.ow) mask |= 1u << (lane + q);
+      if (mask) seg[count++] = {t0 - i * (l.wp - g.ow), mask};
+      lane += run;
+    }
+    return count;
+  }
+
+  // Stores tile accumulators straight into the NCHW output, dropping the virtual columns.
+  struct VirtualStore {
+    T* y;       // output channel m0 of the image
+    int64_t P;  // output plane size
+    const Segment* seg[kNV];
+    int nseg[kNV];
+    void operator()(int m, int u, typename Simd<T>::V v) const {
+      T* base = y + m * P;
+      for (int s = 0; s < nseg[u]; ++s)
+        Simd<T>::store_mask(base + seg[u][s].off, v, seg[u][s].mask);
+    }
+  };
+
+  // y = conv(x, w) + bias for stride 1 (weights [O][C][kh][kw] in w).
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const Layout l = layout(g);
+    const int nt = g.n >= 2 ? threads_for(double(g.n * l.pvp) * double(K * O)) : 1;
+    const int64_t a_sz = round_up(O * K, W);
+    const int64_t per_thread = l.xsz;
+    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    T* ap = ptr<T>(ws);
+    pack_a(w, O, K, K, 1, ap);
+    const std::vector<int64_t> offs = tap_offsets(g, l);
+    // Output segments of every tile vector, shared by all images.
+    std::vector<Segment> segs(l.tiles * kNV * kMaxSegments);
+    std::vector<int> nsegs(l.tiles * kNV);
+    for (int64_t j = 0; j < l.tiles * kNV; ++j)
+      nsegs[j] = segments(g, l, j * W, segs.data() + j * kMaxSegments);
+    const int64_t img_in = g.c * g.h * g.w;
+    // Without padding the image is its own padded plane; the tiles' overrun then reads the
+    // next image (only thrown-away columns), so just the batch's last image needs the copy.
+    const bool in_place = g.ph == 0 && g.pw == 0 && img_in >= l.xsz - g.c * l.plane;
+    const int64_t lines = img_in * int64_t(sizeof(T)) / 64;
+    dynamic_threads(nt, g.n, 2, [&](int t, int64_t b, int64_t e) {
+      T* xp = ap + a_sz + t * per_thread;
+      for (int64_t img = b; img < e; ++img) {
+        const T* src = x + img * img_in;
+        if (!(in_place && img + 1 < g.n)) {
+          pad_image(src, g, l, xp);
+          src = xp;
+        }
+        // Bring the next image towards the cache while this one computes.
+        const char* next =
+            img + 1 < e ? reinterpret_cast<const char*>(x + (img + 1) * img_in) : nullptr;
+        const int64_t per_tile = (lines + l.tiles - 1) / l.tiles;
+        for (int64_t j = 0; j < l.tiles; ++j) {
+          if (next)
+            for (int64_t q = j * per_tile; q < std::min(lines, (j + 1) * per_tile); ++q)
+              _mm_prefetch(next + q * 64, _MM_HINT_T1);
+          VirtualStore st{nullptr, P, {}, {}};
+          for (int u = 0; u < kNV; ++u) {
+            st.seg[u] = segs.data() + (j * kNV + u) * kMaxSegments;
+            st.nseg[u] = nsegs[j * kNV + u];
+          }
+          // The last tile computes only the vectors that reach a virtual pixel.
+          const int nv = int(std::min<int64_t>(kNV, (l.pv - j * NR + W - 1) / W));
+          for (int64_t m0 = 0; m0 < O; m0 += kMR) {
+            st.y = y + (img * O + m0) * P;
+            gemm_tile_rows(int(std::min<int64_t>(kMR, O - m0)), nv, ap + m0 * K, src + j * NR,
+                           offs.data(), K, bias ? bias + m0 : nullptr, st);
+          }
+        }
+      }
+    });
+  }
+
+  // The input gradient of a stride-1 convolution is itself a stride-1 convolution: of dY,
+  // padded by dh·(kh − 1) − ph (and likewise in width), with the weights transposed over
+  // (O, C) and flipped in both kernel dimensions:
+  //   dx[c][h][w] = Σ_{o, p, q} dY[o][h + ph − p·dh][w + pw − q·dw] · W[o][c][p][q].
+  // Applicable when that padding is not negative.
+  static bool input_grad_applies(const Conv2dGeometry& g) {
+    return g.sh == 1 && g.sw == 1 && g.dh * (g.kh - 1) >= g.ph && g.dw * (g.kw - 1) >= g.pw;
+  }
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    Conv2dGeometry t{g.n,
+                     g.o,
+                     g.oh,
+                     g.ow,
+                     g.c,
+                     g.kh,
+                     g.kw,
+                     g.h,
+                     g.w,
+                     1,
+                     1,
+                     g.dh * (g.kh - 1) - g.ph,
+                     g.dw * (g.kw - 1) - g.pw,
+                     g.dh,
+                     g.dw};
+    Tensor wt = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+    T* f = ptr<T>(wt);
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t p = 0; p < g.kh; ++p)
+          for (int64_t q = 0; q < g.kw; ++q)
+            f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
+                w[((o * g.c + c) * g.kh + p) * g.kw + q];
+    forward(gy, f, nullptr, t, dx);
+  }
+
+  // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
+  // and their output gradients in the virtual layout, with zeros in the dropped columns so
+  // those add nothing. With at least a vector's worth of output channels the sums run
+  // transposed (dwt_tile: taps broadcast against vectors of channels), else along the pixels
+  // (dw_tile).
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const bool transposed = O >= W;
+    const int64_t Kp = transposed ? K : round_up(K, kMK);
+    const int64_t ldo = transposed ? round_up(O, W) : O;  // dW accumulator row length
+    const Layout l = layout(g);
+    const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
+    const int64_t per_img = l.xsz + ldo * lv;
+    const int nt = threads_for(double(g.n * lv) * double(K * O));
+    // Images per group: as many as fit the budget, with at least 3 groups per thread to share
+    // out dynamically.
+    const int64_t images = std::max<int64_t>(1, g.n / (3 * nt));
+    const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
+    const int64_t acc_sz = round_up(Kp * ldo + O, W);
+    const int64_t per_thread = acc_sz + nb * per_img;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    std::vector<int64_t> koff = tap_offsets(g, l);
+    koff.resize(Kp, g.c * l.plane);  // padding taps read the zero slack (xsz covers lv of it)
+    for (int t = 0; t < nt; ++t)     // zero each thread's partial sums
+      std::fill(ptr<T>(ws) + t * per_thread, ptr<T>(ws) + t * per_thread + Kp * ldo + O, T(0));
+    dynamic_threads(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
+      T* pw = ptr<T>(ws) + t * per_thread;  // dW: [Kp][ldo] transposed, else [O][Kp]
+      T* pb = pw + Kp * ldo;
+      T* xp = pw + acc_sz;       // nb padded images, l.xsz apart
+      T* dyv = xp + nb * l.xsz;  // nb virtual dY images, ldo·lv apart
+      for (int64_t i0 = b; i0 < e; i0 += nb) {
+        const int64_t cnt = std::min(nb, e - i0);
+        for (int64_t i = 0; i < cnt; ++i) {
+          const T* gyi = gy + (i0 + i) * O * P;
+          for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);
+          if (!dw) continue;
+          T* dv = dyv + i * ldo * lv;
+          if (transposed) {
+            transpose_grad(gyi, g, l, lv, ldo, dv);
+          } else {
+            for (int64_t o = 0; o < O; ++o) {
+              T* row = dv + o * lv;
+              std::fill(row, row + lv, T(0));
+              for (int64_t r = 0; r < g.oh; ++r)
+                copy_n(gyi + o * P + r * g.ow, g.ow, row + r * l.wp);
+            }
+          }
+          pad_image(x + (i0 + i) * g.c * g.h * g.w, g, l, xp + i * l.xsz);
+        }
+        if (!dw) continue;
+        if (transposed) {
+          for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
+            conv_tiles::dwt_tiles(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
+                                  ldo * lv, xp, koff.data(), l.xsz, cnt, lv, pw + o0);
+        } else {
+          for (int64_t o0 = 0; o0 < O; o0 += kMO)
+            for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
+              conv_tiles::dw_tile_rows(int(std::min<int64_t>(kMO, O - o0)), dyv + o0 * lv, lv,
+                                       O * lv, xp, koff.data() + k0, l.xsz, cnt, lv,
+                                       pw + o0 * Kp + k0, Kp);
+        }
+      }
+    });
+    // Sum the threads' partials.
+    const T* base = ptr<T>(ws);
+    for (int64_t o = 0; o < O; ++o) {
+      if (dw)
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t at = transposed ? k * ldo + o : o * Kp + k;
+          T sum = 0;
+          for (int t = 0; t < nt; ++t) sum += base[t * per_thread + at];
+          dw[o * K + k] = sum;
+        }
+      if (db) {
+        T sum = 0;
+        for (int t = 0; t < nt; ++t) sum += base[t * per_thread + Kp * ldo + o];
+        db[o] = sum;
+      }
+    }
+  }
+
+  // dY of one image [O][oh·ow] in the transposed virtual layout: dyT[t·ldo + o] = gy[o][i·ow + j]
+  // for t = i·wp + j, j < ow; zeros in the dropped columns, the rows t in [pv, lv) and the
+  // channels o in [O, ldo). Blocks of lanes × lanes go through an in-register transpose.
+  static void transpose_grad(const T* gy, const Conv2dGeometry& g, const Layout& l, int64_t lv,
+                             int64_t ldo, T* dyT) {
+    using S = Simd<T>;
+    const int64_t P = g.oh * g.ow;
+    typename S::V r[W];
+    for (int64_t i = 0; i < g.oh; ++i) {
+      for (int64_t j0 = 0; j0 < g.ow; j0 += W) {
+        const int cnt = int(std::min<int64_t>(W, g.ow - j0));
+        for (int64_t o0 = 0; o0 < ldo; o0 += W) {
+          for (int q = 0; q < W; ++q)
+            r[q] = o0 + q < g.o ? S::load_n(gy + (o0 + q) * P + i * g.ow + j0, cnt) : S::zero();
+          conv_tiles::transpose(r);
+          for (int q = 0; q < cnt; ++q) S::store(dyT + (i * l.wp + j0 + q) * ldo + o0, r[q]);
+        }
+      }
+      std::fill(dyT + (i * l.wp + g.ow) * ldo, dyT + (i + 1) * l.wp * ldo, T(0));
+    }
+    std::fill(dyT + l.pv * ldo, dyT + lv * ldo, T(0));
+  }
+};
+}  // namespace freight::cpu::conv_detail
+#endif

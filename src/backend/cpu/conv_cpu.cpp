@@ -1,0 +1,268 @@
+// CPU convolution (NCHW, no groups). All three passes are GEMMs over the weight taps
+// k = (c, p, q), K = C·kh·kw of them, and the output pixels of the batch:
+//   forward:          Y[O, pixels]     = W[O, K] · B[K, pixels] + b
+//   weight gradient:  dW[O, K]         = Σ_pixels dY[O, pixels] · B[K, pixels],   db = Σ dY
+//   input gradient:   dB[K, pixels]    = Wᵀ · dY, each entry added back to the input pixel
+//                                        it was read from ("col2im"),
+// where B[k, pixel] is the input value that tap k reads for that pixel (0 in the padding).
+//
+// Engines (chosen per pass by `pick`; tests can force one through set_conv_engine):
+//  * Implicit (AVX-512, stride 1, conv_avx512.h): B is never built. In a zero-padded copy of the
+//    image, numbered by "virtual" pixels that run over the padded width, B's row k is the plane
+//    itself shifted by tap k's offset, so a register tile (8 output channels x 48 pixels,
+//    conv_tiles.h) reads shifted windows and stores straight into NCHW. The input gradient of a
+//    stride-1 convolution is a stride-1 convolution of dY with the flipped weights, so it runs
+//    on the same code; the weight gradient broadcasts taps against vectors of output channels
+//    of a transposed dY.
+//  * Panel (AVX-512, any stride): B is unrolled (im2col) chunk by chunk straight into the tile's
+//    panel layout; the input gradient goes through col2im.
+//  * Blas (portable): the same chunks as plain rows through cblas_sgemm/dgemm. OpenBLAS spends
+//    most of its time packing and on edges at these shapes (M = O of 6 to 64, K = 9 to 576):
+//    60-120 GF/s on two cores where the tiles reach 200-290.
+// Threads take whole images (or pixel ranges), each with its own buffers sized for its L2, and
+// call single-threaded kernels (OpenBLAS runs on one thread inside a parallel region), so they
+// never wait for each other inside a pass.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/conv_avx512.h"
+#include "backend/cpu/conv_cpu.h"
+#include "backend/cpu/conv_patches.h"
+#include "backend/cpu/dispatch.h"
+#include "ops/kernels/conv.h"
+
+namespace freight::cpu {
+namespace {
+using namespace conv_detail;
+
+// ================================================================ BLAS engine
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+// Chunk by chunk: col [K, L] and (backward) dY [O, L] as plain rows; one GEMM per chunk. Inside
+// a parallel region OpenBLAS runs single-threaded, which is what each thread wants here.
+template <class T>
+struct BlasEngine {
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
+    Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
+    split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
+      T* col = ptr<T>(ws) + t * (K + O) * L;
+      T* out = col + K * L;
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        for (int64_t k = 0; k < K; ++k) patch_row(x, g, k, c0, c1, col + k * n);
+        blas_gemm(false, false, O, n, K, T(1), w, K, col, n, T(0), out, n);
+        for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
+          for (int64_t o = 0; o < O; ++o) {
+            const T* src = out + o * n + pos;
+            T* dst = y + (img * O + o) * P + p0;
+            const T bo = bias ? bias[o] : T(0);
+            for (int64_t j = 0; j < p1 - p0; ++j) dst[j] = src[j] + bo;
+          }
+        });
+      }
+    });
+  }
+
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = g.n >= 2 ? threads_for(double(NP) * double(K * O)) : 1;
+    const int64_t L = chunk_pixels(K + O, sizeof(T), 1, (NP + nt - 1) / nt);
+    Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
+    split_threads(nt, NP, P, [&](int t, int64_t b, int64_t e) {  // whole images per thread
+      T* dcol = ptr<T>(ws) + t * (K + O) * L;
+      T* dyc = dcol + K * L;
+      std::fill(dx + b / P * g.c * g.h * g.w, dx + e / P * g.c * g.h * g.w, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        for (int64_t o = 0; o < O; ++o) grad_row(gy, g, o, c0, c1, dyc + o * n);
+        blas_gemm(true, false, K, n, O, T(1), w, K, dyc, n, T(0), dcol, n);
+        for (int64_t k = 0; k < K; ++k) scatter_row(dcol + k * n, g, k, c0, c1, dx);
+      }
+    });
+  }
+
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int nt = threads_for(double(NP) * double(K * O));
+    const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
+    const int64_t per_thread = (K + O) * L + O * K + O;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
+      T* col = ptr<T>(ws) + t * per_thread;
+      T* dyc = col + K * L;
+      T* pw = dyc + O * L;  // this thread's partial dW [O, K] and db [O]
+      T* pb = pw + O * K;
+      std::fill(pw, pw + O * K + O, T(0));
+      for (int64_t c0 = b; c0 < e; c0 += L) {
+        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
+        for (int64_t o = 0; o < O; ++o) {
+          grad_row(gy, g, o, c0, c1, dyc + o * n);
+          T s = 0;
+          for (int64_t j = 0; j < n; ++j) s += dyc[o * n + j];
+          pb[o] += s;
+        }
+        if (!dw) continue;
+        for (int64_t k = 0; k < K; ++k) patch_row(x, g, k, c0, c1, col + k * n);
+        blas_gemm(false, true, O, K, n, T(1), dyc, n, col, n, T(1), pw, K);
+      }
+    });
+    reduce_partials(ws, per_thread, (K + O) * L, nt, O, K, dw, db);
+  }
+
+  // Sums the threads' partial dW [O, K] and db [O] (at `offset` in each thread's block).
+  static void reduce_partials(const Tensor& ws, int64_t per_thread, int64_t offset, int nt,
+                              int64_t O, int64_t K, T* dw, T* db) {
+    const T* base = ptr<T>(ws) + offset;
+    for (int64_t i = 0; i < O * K + O; ++i) {
+      T s = 0;
+      for (int t = 0; t < nt; ++t) s += base[t * per_thread + i];
+      if (i < O * K) {
+        if (dw) dw[i] = s;
+      } else if (db) {
+        db[i - O * K] = s;
+      }
+    }
+  }
+};
+
+// ================================================================ engine choice
+std::atomic<int> g_engine{int(ConvEngine::Auto)};
+
+// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient): a forced one where
+// it applies, else Implicit for stride 1 (its input gradient needs padding <= the dilated
+// kernel extent − 1, true of every usual convolution), else Panel; Blas without AVX-512.
+ConvEngine pick(const Conv2dGeometry& g, int pass) {
+#if defined(__AVX512F__)
+  ConvEngine e = ConvEngine(g_engine.load(std::memory_order_relaxed));
+  const bool implicit_ok =
+      g.sh == 1 && g.sw == 1 && (pass != 1 || ImplicitEngine<float>::input_grad_applies(g));
+  if (e == ConvEngine::Auto) return implicit_ok ? ConvEngine::Implicit : ConvEngine::Panel;
+  if (e == ConvEngine::Implicit && !implicit_ok) return ConvEngine::Panel;
+  return e;
+#else
+  (void)g, (void)pass;
+  return ConvEngine::Blas;
+#endif
+}
+
+template <class T>
+struct Engine {
+  static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
+    switch (pick(g, 0)) {
+#if defined(__AVX512F__)
+      case ConvEngine::Implicit:
+        return ImplicitEngine<T>::forward(x, w, b, g, y);
+      case ConvEngine::Panel:
+        return PanelEngine<T>::forward(x, w, b, g, y);
+#endif
+      default:
+        return BlasEngine<T>::forward(x, w, b, g, y);
+    }
+  }
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    switch (pick(g, 1)) {
+#if defined(__AVX512F__)
+      case ConvEngine::Implicit:
+        return ImplicitEngine<T>::backward_input(gy, w, g, dx);
+      case ConvEngine::Panel:
+        return PanelEngine<T>::backward_input(gy, w, g, dx);
+#endif
+      default:
+        return BlasEngine<T>::backward_input(gy, w, g, dx);
+    }
+  }
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    switch (pick(g, 2)) {
+#if defined(__AVX512F__)
+      case ConvEngine::Implicit:
+        return ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+      case ConvEngine::Panel:
+        return PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+#endif
+      default:
+        return BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+    }
+  }
+};
+
+// ================================================================ entry points
+template <class T>
+void forward_typed(const Tensor& xt, const Tensor& wt, const Tensor& bt, const Conv2dGeometry& g,
+                   Tensor& yt) {
+  const T* bias = bt.defined() ? ptr<T>(bt) : nullptr;
+  T* y = ptr<T>(yt);
+  const int64_t P = g.oh * g.ow;
+  if (g.c == 0) {  // no input channels: the output is the bias
+    for (int64_t i = 0; i < g.n * g.o; ++i)
+      std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % g.o] : T(0));
+    return;
+  }
+  Engine<T>::forward(ptr<T>(xt), ptr<T>(wt), bias, g, y);
+}
+
+template <class T>
+void backward_input_typed(const Tensor& gyt, const Tensor& wt, const Conv2dGeometry& g,
+                          Tensor& gxt) {
+  if (gxt.numel() == 0) return;
+  Engine<T>::backward_input(ptr<T>(gyt), ptr<T>(wt), g, ptr<T>(gxt));
+}
+
+template <class T>
+void backward_weight_typed(const Tensor& gyt, const Tensor& xt, const Conv2dGeometry& g,
+                           Tensor& gwt, Tensor& gbt) {
+  T* dw = gwt.defined() && gwt.numel() > 0 ? ptr<T>(gwt) : nullptr;
+  T* db = gbt.defined() ? ptr<T>(gbt) : nullptr;
+  if (!dw && !db) return;
+  Engine<T>::backward_weight(ptr<T>(gyt), dw ? ptr<T>(xt) : nullptr, g, dw, db);
+}
+
+void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dGeometry& g,
+                 Tensor& y) {
+  dispatch_floating(x.dtype(), "conv2d_forward",
+                    [&](auto tag) { forward_typed<decltype(tag)>(x, w, b, g, y); });
+}
+void backward_input_cpu(const Tensor& gy, const Tensor& w, const Conv2dGeometry& g, Tensor& gx) {
+  dispatch_floating(gy.dtype(), "conv2d_backward_input",
+                    [&](auto tag) { backward_input_typed<decltype(tag)>(gy, w, g, gx); });
+}
+void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g, Tensor& gw,
+                         Tensor& gb) {
+  dispatch_floating(gy.dtype(), "conv2d_backward_weight",
+                    [&](auto tag) { backward_weight_typed<decltype(tag)>(gy, x, g, gw, gb); });
+}
+
+}  // namespace
+
+void set_conv_engine(ConvEngine e) {
+  g_engine = int(e);
+}
+bool conv_has_avx512_engine() {
+#if defined(__AVX512F__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+FREIGHT_REGISTER_KERNEL(kernels::conv2d_forward, CPU, forward_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_input, CPU, backward_input_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_weight, CPU, backward_weight_cpu);
+
+}  // namespace freight::cpu

@@ -1,0 +1,17 @@
+// Test and benchmark hooks of the CPU convolution (internal).
+#pragma once
+
+namespace freight::cpu {
+enum class ConvEngine : int {
+  Auto,      // the fastest applicable one
+  Blas,      // im2col + cblas (portable; the only one without AVX-512)
+  Panel,     // AVX-512 tiles over im2col panels (any stride)
+  Implicit,  // AVX-512 tiles over shifted windows of padded planes (stride 1)
+};
+// Forces an engine for all CPU convolutions (falling back to Panel where Implicit does not apply,
+// and to Blas without AVX-512), so tests can check the engines against each other. Not
+// thread-safe with convolutions running.
+void set_conv_engine(ConvEngine e);
+// Whether this build has the AVX-512 engines (compiled with AVX-512F).
+bool conv_has_avx512_engine();
+}  // namespace freight::cpu

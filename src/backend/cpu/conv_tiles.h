@@ -1,0 +1,383 @@
+// AVX-512 register tiles of the CPU convolution (float32 and float64). Internal to conv_cpu.cpp.
+#pragma once
+#if defined(__AVX512F__)
+// GCC 12's reduction intrinsics start from _mm256_undefined_pd(), which its own
+// -Wuninitialized flags once inlined; the warning points into this header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+namespace freight::cpu::conv_tiles {
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float sum(V v) { return _mm512_reduce_add_ps(v); }
+  // The first n <= kLanes lanes (the others load as 0, and are not stored).
+  static V load_n(const float* p, int n) {
+    return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+  }
+  static void store_n(float* p, V v, int n) {
+    _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
+  }
+  // The lanes set in `mask`.
+  static void store_mask(float* p, V v, uint32_t mask) {
+    _mm512_mask_storeu_ps(p, __mmask16(mask), v);
+  }
+};
+template <>
+struct Simd<double> {
+  using V = __m512d;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V set1(double x) { return _mm512_set1_pd(x); }
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static double sum(V v) { return _mm512_reduce_add_pd(v); }
+  static V load_n(const double* p, int n) {
+    return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
+  }
+  static void store_n(double* p, V v, int n) {
+    _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), v);
+  }
+  static void store_mask(double* p, V v, uint32_t mask) {
+    _mm512_mask_storeu_pd(p, __mmask8(mask), v);
+  }
+};
+
+// dst[0, n) = src[0, n) with masked vector moves. The rows copied around the tiles are short
+// (one image row), where a memcpy call costs more than the copy; GCC turns a plain loop (even
+// one of unmasked vector moves) into such a call, but not masked moves.
+template <class T>
+inline void copy_n(const T* __restrict src, int64_t n, T* __restrict dst) {
+  using S = Simd<T>;
+  for (int64_t i = 0; i < n; i += S::kLanes) {
+    const int m = int(n - i < S::kLanes ? n - i : S::kLanes);
+    S::store_n(dst + i, S::load_n(src + i, m), m);
+  }
+}
+
+// ---------------------------------------------------------------- GEMM tile
+// MR output rows (one weight row each, broadcast) × kNV vectors of output pixels. At MR = 8 the
+// 24 accumulators leave registers for the 3 pixel vectors and a broadcast; each step issues 24
+// FMAs for 3 vector loads and 8 broadcasts, so the loop runs at the FMA throughput.
+constexpr int kMR = 8, kNV = 3;
+
+// Stores accumulator (m, u) of a tile at c + m·ldc + u·lanes: a row-major C.
+template <class T>
+struct RowStore {
+  T* c;
+  int64_t ldc;
+  void operator()(int m, int u, typename Simd<T>::V v) const {
+    Simd<T>::store(c + m * ldc + u * Simd<T>::kLanes, v);
+  }
+};
+
+// acc[m][u] = init[m] + Σ_k a[k·MR + m] · b[offs[k] + u·lanes + (0, lanes)] for u < NV, then
+// store(m, u, acc[m][u]). a: the weights' micro-panel (MR rows interleaved per k). Row k of B
+// starts at b + offs[k]: consecutive rows of a packed panel, or shifted windows of a padded
+// input plane. NV < kNV serves the last, narrower tile of a row of pixels.
+template <class T, int MR, int NV, class Store>
+inline void gemm_tile(const T* __restrict a, const T* __restrict b, const int64_t* __restrict offs,
+                      int64_t K, const T* __restrict init, const Store& store) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+    typename S::V v = init ? S::set1(init[m]) : S::zero();
+#pragma GCC unroll 3
+    for (int u = 0; u < NV; ++u) acc[m][u] = v;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const T* bk = b + offs[k];
+    typename S::V bv[NV];
+#pragma GCC unroll 3
+    for (int u = 0; u < NV; ++u) bv[u] = S::load(bk + u * W);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      typename S::V am = S::set1(a[m]);
+#pragma GCC unroll 3
+      for (int u = 0; u < NV; ++u) acc[m][u] = S::fma(am, bv[u], acc[m][u]);
+    }
+    a += MR;
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 3
+    for (int u = 0; u < NV; ++u) store(m, u, acc[m][u]);
+  }
+}
+
+// The same for mr = 1..8 rows (the last block when the rows are not a multiple of 8) and
+// nv = 1..kNV vectors.
+template <class T, int NV, class Store>
+void gemm_tile_rows_nv(int mr, const T* a, const T* b, const int64_t* offs, int64_t K,
+                       const T* init, const Store& store) {
+  switch (mr) {
+#define FREIGHT_GEMM_CASE(n)                         \
+  case n:                                            \
+    gemm_tile<T, n, NV>(a, b, offs, K, init, store); \
+    break;
+    FREIGHT_GEMM_CASE(8)
+    FREIGHT_GEMM_CASE(7)
+    FREIGHT_GEMM_CASE(6)
+    FREIGHT_GEMM_CASE(5)
+    FREIGHT_GEMM_CASE(4)
+    FREIGHT_GEMM_CASE(3)
+    FREIGHT_GEMM_CASE(2)
+#undef FREIGHT_GEMM_CASE
+    default:
+      gemm_tile<T, 1, NV>(a, b, offs, K, init, store);
+      break;
+  }
+}
+template <class T, class Store>
+void gemm_tile_rows(int mr, int nv, const T* a, const T* b, const int64_t* offs, int64_t K,
+                    const T* init, const Store& store) {
+  if (nv >= 3)
+    gemm_tile_rows_nv<T, 3>(mr, a, b, offs, K, init, store);
+  else if (nv == 2)
+    gemm_tile_rows_nv<T, 2>(mr, a, b, offs, K, init, store);
+  else
+    gemm_tile_rows_nv<T, 1>(mr, a, b, offs, K, init, store);
+}
+template <class T>
+void gemm_tile_rows(int mr, const T* a, const T* b, const int64_t* offs, int64_t K, const T* init,
+                    T* c, int64_t ldc) {
+  gemm_tile_rows_nv<T, kNV>(mr, a, b, offs, K, init, RowStore<T>{c, ldc});
+}
+
+// ---------------------------------------------------------------- weight-gradient tile
+// dw[o][u] += Σ_images Σ_l dy[o][l] · col_u[l] for MO rows of dy and kMK rows of col, l over
+// [0, L) (a multiple of the lane count). Lane-wise partial sums stay in registers over all
+// pixels of all images and are reduced once at the end, so both operands stream in their
+// natural row layout (no transposition). Image i's rows are at dy + i·dy_img + o·ldy and
+// col + i·col_img + koff[u].
+constexpr int kMO = 8, kMK = 3;
+template <class T, int MO>
+inline void dw_tile(const T* __restrict dy, int64_t ldy, int64_t dy_img, const T* __restrict col,
+                    const int64_t* koff, int64_t col_img, int64_t images, int64_t L,
+                    T* __restrict dw, int64_t ldw) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[MO][kMK];
+#pragma GCC unroll 8
+  for (int o = 0; o < MO; ++o) {
+#pragma GCC unroll 3
+    for (int u = 0; u < kMK; ++u) acc[o][u] = S::zero();
+  }
+  for (int64_t i = 0; i < images; ++i) {
+    const T* d = dy + i * dy_img;
+    const T* r0 = col + i * col_img + koff[0];
+    const T* r1 = col + i * col_img + koff[1];
+    const T* r2 = col + i * col_img + koff[2];
+    for (int64_t l = 0; l < L; l += W) {
+      typename S::V c0 = S::load(r0 + l), c1 = S::load(r1 + l), c2 = S::load(r2 + l);
+#pragma GCC unroll 8
+      for (int o = 0; o < MO; ++o) {
+        typename S::V v = S::load(d + o * ldy + l);
+        acc[o][0] = S::fma(v, c0, acc[o][0]);
+        acc[o][1] = S::fma(v, c1, acc[o][1]);
+        acc[o][2] = S::fma(v, c2, acc[o][2]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int o = 0; o < MO; ++o) {
+#pragma GCC unroll 3
+    for (int u = 0; u < kMK; ++u) dw[o * ldw + u] += S::sum(acc[o][u]);
+  }
+}
+
+template <class T>
+void dw_tile_rows(int mo, const T* dy, int64_t ldy, int64_t dy_img, const T* col,
+                  const int64_t* koff, int64_t col_img, int64_t images, int64_t L, T* dw,
+                  int64_t ldw) {
+  switch (mo) {
+#define FREIGHT_DW_CASE(n)                                                  \
+  case n:                                                                   \
+    dw_tile<T, n>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw); \
+    break;
+    FREIGHT_DW_CASE(8)
+    FREIGHT_DW_CASE(7)
+    FREIGHT_DW_CASE(6)
+    FREIGHT_DW_CASE(5)
+    FREIGHT_DW_CASE(4)
+    FREIGHT_DW_CASE(3)
+    FREIGHT_DW_CASE(2)
+#undef FREIGHT_DW_CASE
+    default:
+      dw_tile<T, 1>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+      break;
+  }
+}
+
+// ---------------------------------------------------------------- transposed weight-gradient tile
+// The same sums with the roles turned round, for when the output channels fill whole vectors:
+// dWᵀ[k][o] = Σ_t x[koff[k] + t] · dYᵀ[t][o]. Each step broadcasts KT input values (one per
+// weight tap) against OV vectors of output channels of one pixel, so it loads OV vectors and KT
+// scalars per KT·OV FMAs (the pixel-vector form above loads a vector per row), and the sums
+// come out whole, without reductions across lanes.
+//   acc[u][v] = Σ_images Σ_{t < L} x_i[koff[u] + t] · dyT_i[t·ldo + v·lanes + (0, lanes)]
+//   dwT[u·ldo + v·lanes + (0, lanes)] += acc[u][v]
+// where x_i = x + i·x_img and dyT_i = dyT + i·dy_img.
+template <class T, int KT, int OV>
+inline void dwt_tile(const T* __restrict dyT, int64_t ldo, int64_t dy_img, const T* __restrict x,
+                     const int64_t* koff, int64_t x_img, int64_t images, int64_t L,
+                     T* __restrict dwT) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[KT][OV];
+#pragma GCC unroll 8
+  for (int u = 0; u < KT; ++u) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) acc[u][v] = S::zero();
+  }
+  for (int64_t i = 0; i < images; ++i) {
+    const T* d = dyT + i * dy_img;
+    const T* r[KT];
+#pragma GCC unroll 8
+    for (int u = 0; u < KT; ++u) r[u] = x + i * x_img + koff[u];
+    for (int64_t t = 0; t < L; ++t) {
+      typename S::V dv[OV];
+#pragma GCC unroll 4
+      for (int v = 0; v < OV; ++v) dv[v] = S::load(d + t * ldo + v * W);
+#pragma GCC unroll 8
+      for (int u = 0; u < KT; ++u) {
+        typename S::V b = S::set1(r[u][t]);
+#pragma GCC unroll 4
+        for (int v = 0; v < OV; ++v) acc[u][v] = S::fma(b, dv[v], acc[u][v]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int u = 0; u < KT; ++u) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) {
+      T* p = dwT + u * ldo + v * W;
+      S::store(p, S::add(S::load(p), acc[u][v]));
+    }
+  }
+}
+
+// Taps per transposed tile for ov output-channel vectors (24 accumulators at most).
+inline int dwt_taps(int ov) {
+  return ov >= 4 ? 6 : 8;
+}
+
+template <class T, int OV>
+void dwt_tile_kt(int kt, const T* dyT, int64_t ldo, int64_t dy_img, const T* x, const int64_t* koff,
+                 int64_t x_img, int64_t images, int64_t L, T* dwT) {
+  switch (kt) {
+#define FREIGHT_DWT_CASE(n)                                               \
+  case n:                                                                 \
+    dwt_tile<T, n, OV>(dyT, ldo, dy_img, x, koff, x_img, images, L, dwT); \
+    break;
+    FREIGHT_DWT_CASE(8)
+    FREIGHT_DWT_CASE(6)
+    FREIGHT_DWT_CASE(4)
+    FREIGHT_DWT_CASE(2)
+#undef FREIGHT_DWT_CASE
+    default:
+      dwt_tile<T, 1, OV>(dyT, ldo, dy_img, x, koff, x_img, images, L, dwT);
+      break;
+  }
+}
+
+// dWᵀ rows [0, K) for ov channel vectors: full tiles of dwt_taps(ov) taps, the rest in tiles of
+// 4, 2 and 1.
+template <class T>
+void dwt_tiles(int ov, int64_t K, const T* dyT, int64_t ldo, int64_t dy_img, const T* x,
+               const int64_t* koff, int64_t x_img, int64_t images, int64_t L, T* dwT) {
+  for (int64_t k0 = 0; k0 < K;) {
+    const int64_t left = K - k0;
+    const int full = dwt_taps(ov);
+    const int kt = left >= full ? full : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    const T* d = dyT;
+    switch (ov) {
+      case 4:
+        dwt_tile_kt<T, 4>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+      case 3:
+        dwt_tile_kt<T, 3>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+      case 2:
+        dwt_tile_kt<T, 2>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+      default:
+        dwt_tile_kt<T, 1>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        break;
+    }
+    k0 += kt;
+  }
+}
+
+// ---------------------------------------------------------------- transposes
+// In-register transpose of a lanes × lanes block: r[i] holds row i on entry and column i on
+// exit. Float (16 x 16): interleave 32-bit pairs of rows, then 64-bit pairs; vector s[4i + c]
+// then holds, in 128-bit lane L, column 4L + c of rows 4i..4i+3, and two rounds of 128-bit
+// lane shuffles gather those four row groups into each column.
+inline void transpose(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 s[16];
+  for (int i = 0; i < 4; ++i) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    s[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    s[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    s[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    s[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int c = 0; c < 4; ++c) {
+    __m512 p = _mm512_shuffle_f32x4(s[c], s[4 + c], 0x88);  // lanes 0, 2 of each
+    __m512 q = _mm512_shuffle_f32x4(s[c], s[4 + c], 0xDD);  // lanes 1, 3 of each
+    __m512 p2 = _mm512_shuffle_f32x4(s[8 + c], s[12 + c], 0x88);
+    __m512 q2 = _mm512_shuffle_f32x4(s[8 + c], s[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(p, p2, 0x88);       // lane 0 of the four groups
+    r[8 + c] = _mm512_shuffle_f32x4(p, p2, 0xDD);   // lane 2
+    r[4 + c] = _mm512_shuffle_f32x4(q, q2, 0x88);   // lane 1
+    r[12 + c] = _mm512_shuffle_f32x4(q, q2, 0xDD);  // lane 3
+  }
+}
+// Double (8 x 8): one round of 64-bit interleaves leaves column 2L + c of rows 2i, 2i + 1 in
+// lane L of t[2i + c]; the same lane shuffles finish.
+inline void transpose(__m512d r[8]) {
+  __m512d t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
+  }
+  for (int c = 0; c < 2; ++c) {
+    __m512d p = _mm512_shuffle_f64x2(t[c], t[2 + c], 0x88);
+    __m512d q = _mm512_shuffle_f64x2(t[c], t[2 + c], 0xDD);
+    __m512d p2 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0x88);
+    __m512d q2 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0xDD);
+    r[c] = _mm512_shuffle_f64x2(p, p2, 0x88);
+    r[4 + c] = _mm512_shuffle_f64x2(p, p2, 0xDD);
+    r[2 + c] = _mm512_shuffle_f64x2(q, q2, 0x88);
+    r[6 + c] = _mm512_shuffle_f64x2(q, q2, 0xDD);
+  }
+}
+
+}  // namespace freight::cpu::conv_tiles
+#endif

@@ -1,0 +1,191 @@
+// CPU kernels of 2-D pooling: threads over planes (N·C), windows clipped to the plane so the
+// inner loops carry no padding tests. The 2x2 stride-2 unpadded case (LeNet, the MNIST CNNs)
+// has its own loop over pairs of rows.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/parallel.h"
+#include "ops/kernels/pool.h"
+
+namespace freight::cpu {
+namespace {
+
+// Planes per thread chunk: enough elements to be worth a thread.
+int64_t plane_grain(const Pool2dGeometry& g) {
+  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, g.h * g.w));
+}
+
+// Rows [r0, r1) and columns [c0, c1) of window (i, j), clipped to the plane.
+struct Window {
+  int64_t r0, r1, c0, c1;
+};
+inline Window window(const Pool2dGeometry& g, int64_t i, int64_t j) {
+  int64_t r = i * g.sh - g.ph, c = j * g.sw - g.pw;
+  return {std::max<int64_t>(r, 0), std::min(r + g.kh, g.h), std::max<int64_t>(c, 0),
+          std::min(c + g.kw, g.w)};
+}
+
+// ---------------------------------------------------------------- max
+// PyTorch's rule: a later element replaces the best one when it is larger or NaN (so NaN
+// wins, and among equal maxima the first stays).
+template <class T>
+inline bool replaces(T v, T best) {
+  return v > best || std::isnan(v);
+}
+
+template <class T>
+void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) {
+  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0) {
+    for (int64_t i = 0; i < g.oh; ++i) {
+      const T* a = x + 2 * i * g.w;
+      const T* b = a + g.w;
+      T* yr = y + i * g.ow;
+      int32_t* ir = idx + i * g.ow;
+      const int32_t base = int32_t(2 * i * g.w);
+      for (int64_t j = 0; j < g.ow; ++j) {
+        T best = a[2 * j];
+        int32_t k = 0;  // 0, 1: top row; 2, 3: bottom row
+        if (replaces(a[2 * j + 1], best)) best = a[2 * j + 1], k = 1;
+        if (replaces(b[2 * j], best)) best = b[2 * j], k = 2;
+        if (replaces(b[2 * j + 1], best)) best = b[2 * j + 1], k = 3;
+        yr[j] = best;
+        ir[j] = base + int32_t(2 * j) + (k & 1) + (k >> 1) * int32_t(g.w);
+      }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < g.oh; ++i)
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const Window win = window(g, i, j);
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t at = win.r0 * g.w + win.c0;
+      for (int64_t r = win.r0; r < win.r1; ++r)
+        for (int64_t c = win.c0; c < win.c1; ++c) {
+          const T v = x[r * g.w + c];
+          if (replaces(v, best)) best = v, at = r * g.w + c;
+        }
+      y[i * g.ow + j] = best;
+      idx[i * g.ow + j] = int32_t(at);
+    }
+}
+
+void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tensor& indices) {
+  dispatch_floating(x.dtype(), "max_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    T* py = static_cast<T*>(y.data_ptr());
+    int32_t* pi = indices.data<int32_t>();
+    const int64_t in = g.h * g.w, out = g.oh * g.ow;
+    parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) max_forward_plane(px + p * in, g, py + p * out, pi + p * out);
+    });
+  });
+}
+
+void max_backward_cpu(const Tensor& gy, const Tensor& indices, const Pool2dGeometry& g,
+                      Tensor& gx) {
+  dispatch_floating(gy.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = static_cast<const T*>(gy.data_ptr());
+    const int32_t* pi = indices.data<int32_t>();
+    T* px = static_cast<T*>(gx.data_ptr());
+    const int64_t in = g.h * g.w, out = g.oh * g.ow;
+    // Each plane's gradients land in its own input plane: no two threads touch one.
+    parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        T* dst = px + p * in;
+        const T* src = pg + p * out;
+        const int32_t* id = pi + p * out;
+        std::fill(dst, dst + in, T(0));
+        for (int64_t k = 0; k < out; ++k) dst[id[k]] += src[k];
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------- average
+inline bool is_2x2_s2(const Pool2dGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
+}
+
+void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
+  dispatch_floating(x.dtype(), "avg_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    T* py = static_cast<T*>(y.data_ptr());
+    const int64_t in = g.h * g.w, out = g.oh * g.ow;
+    const T scale = T(1) / T(g.kh * g.kw);  // count_include_pad: always the full window
+    parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const T* xp = px + p * in;
+        T* yp = py + p * out;
+        if (is_2x2_s2(g)) {
+          for (int64_t i = 0; i < g.oh; ++i) {
+            const T* a = xp + 2 * i * g.w;
+            const T* b = a + g.w;
+            T* yr = yp + i * g.ow;
+#pragma omp simd
+            for (int64_t j = 0; j < g.ow; ++j)
+              yr[j] = (a[2 * j] + a[2 * j + 1] + b[2 * j] + b[2 * j + 1]) * scale;
+          }
+          continue;
+        }
+        for (int64_t i = 0; i < g.oh; ++i)
+          for (int64_t j = 0; j < g.ow; ++j) {
+            const Window win = window(g, i, j);
+            T s = 0;
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c) s += xp[r * g.w + c];
+            yp[i * g.ow + j] = s * scale;
+          }
+      }
+    });
+  });
+}
+
+void avg_backward_cpu(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx) {
+  dispatch_floating(gy.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = static_cast<const T*>(gy.data_ptr());
+    T* px = static_cast<T*>(gx.data_ptr());
+    const int64_t in = g.h * g.w, out = g.oh * g.ow;
+    const T scale = T(1) / T(g.kh * g.kw);
+    parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        T* xp = px + p * in;
+        const T* gp = pg + p * out;
+        if (is_2x2_s2(g) && g.h % 2 == 0 && g.w % 2 == 0) {  // windows tile the plane
+          for (int64_t i = 0; i < g.oh; ++i) {
+            T* a = xp + 2 * i * g.w;
+            T* b = a + g.w;
+            const T* gr = gp + i * g.ow;
+#pragma omp simd
+            for (int64_t j = 0; j < g.ow; ++j) {
+              const T v = gr[j] * scale;
+              a[2 * j] = v, a[2 * j + 1] = v, b[2 * j] = v, b[2 * j + 1] = v;
+            }
+          }
+          continue;
+        }
+        std::fill(xp, xp + in, T(0));
+        for (int64_t i = 0; i < g.oh; ++i)
+          for (int64_t j = 0; j < g.ow; ++j) {
+            const Window win = window(g, i, j);
+            const T v = gp[i * g.ow + j] * scale;
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c) xp[r * g.w + c] += v;
+          }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+FREIGHT_REGISTER_KERNEL(kernels::max_pool2d_forward, CPU, max_forward_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::max_pool2d_backward, CPU, max_backward_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::avg_pool2d_forward, CPU, avg_forward_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::avg_pool2d_backward, CPU, avg_backward_cpu);
+
+}  // namespace freight::cpu

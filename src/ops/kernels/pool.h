@@ -1,0 +1,33 @@
+// Kernel slots of the 2-D pooling family. Tensors are packed; the input is viewed as `planes`
+// independent [h, w] planes (N·C of them) and the output as the same number of [oh, ow] planes.
+#pragma once
+#include <cstdint>
+
+#include "core/kernel.h"
+#include "freight/tensor.h"
+
+namespace freight {
+
+// Window (i, j) of a plane covers rows i·sh − ph + [0, kh) and columns j·sw − pw + [0, kw);
+// the parts outside the plane are padding.
+struct Pool2dGeometry {
+  int64_t planes, h, w;
+  int64_t oh, ow;
+  int64_t kh, kw, sh, sw, ph, pw;
+};
+
+namespace kernels {
+// y = the maximum of each window (padding counts as −∞); indices (int32) = the position
+// r·w + c within its input plane of the first maximum in row-major window order. A NaN in a
+// window is its maximum (it propagates, as in PyTorch).
+FREIGHT_KERNEL(max_pool2d_forward,
+               void(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tensor& indices));
+// gx = 0, then gx[plane][indices] += gy (windows may overlap).
+FREIGHT_KERNEL(max_pool2d_backward,
+               void(const Tensor& gy, const Tensor& indices, const Pool2dGeometry& g, Tensor& gx));
+// y = the sum of each window / (kh·kw): padding counts as zeros in the divisor too.
+FREIGHT_KERNEL(avg_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g, Tensor& y));
+// gx[p] = Σ over the windows containing p of gy / (kh·kw).
+FREIGHT_KERNEL(avg_pool2d_backward, void(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx));
+}  // namespace kernels
+}  // namespace freight

@@ -1,0 +1,204 @@
+// conv2d beyond the op table: every CPU engine (im2col + BLAS, AVX-512 panels, AVX-512 implicit)
+// against a direct reference on shapes that reach their edge cases (several chunks per thread,
+// partial tiles, output channels not a multiple of the tile, strides, dilation), in float64 and
+// float32; and the error messages.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "backend/cpu/conv_cpu.h"
+#include "common/test_util.h"
+#include "freight/freight.h"
+
+namespace freight {
+namespace {
+
+struct Geo {
+  int64_t n, c, h, w, o, kh, kw;
+  Pair stride, padding, dilation;
+};
+
+std::string describe(const Geo& g) {
+  return fmt::format(
+      "x [{}, {}, {}, {}] w [{}, {}, {}, {}] stride ({}, {}) pad ({}, {}) dil ({}, {})", g.n, g.c,
+      g.h, g.w, g.o, g.c, g.kh, g.kw, g.stride[0], g.stride[1], g.padding[0], g.padding[1],
+      g.dilation[0], g.dilation[1]);
+}
+
+// Direct sums in double: y, and for a given gy the gradients dx, dw, db.
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+Reference reference(const Geo& g, const std::vector<double>& x, const std::vector<double>& w,
+                    const std::vector<double>& b, const std::vector<double>& gy) {
+  int64_t oh = (g.h + 2 * g.padding[0] - g.dilation[0] * (g.kh - 1) - 1) / g.stride[0] + 1;
+  int64_t ow = (g.w + 2 * g.padding[1] - g.dilation[1] * (g.kw - 1) - 1) / g.stride[1] + 1;
+  Reference r;
+  r.y.assign(g.n * g.o * oh * ow, 0.0);
+  r.dx.assign(x.size(), 0.0);
+  r.dw.assign(w.size(), 0.0);
+  r.db.assign(g.o, 0.0);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t yi = ((n * g.o + o) * oh + i) * ow + j;
+          double acc = b[o], gv = gy[yi];
+          r.db[o] += gv;
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t p = 0; p < g.kh; ++p)
+              for (int64_t q = 0; q < g.kw; ++q) {
+                int64_t ih = i * g.stride[0] - g.padding[0] + p * g.dilation[0];
+                int64_t iw = j * g.stride[1] - g.padding[1] + q * g.dilation[1];
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                int64_t xi = ((n * g.c + c) * g.h + ih) * g.w + iw;
+                int64_t wi = ((o * g.c + c) * g.kh + p) * g.kw + q;
+                acc += x[xi] * w[wi];
+                r.dx[xi] += gv * w[wi];
+                r.dw[wi] += gv * x[xi];
+              }
+          r.y[yi] = acc;
+        }
+  return r;
+}
+
+double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i])) return std::numeric_limits<double>::infinity();
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+const std::vector<Geo>& geometries() {
+  static const std::vector<Geo> g = {
+      {3, 2, 9, 11, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}},   // 10 outputs: a full and a partial tile
+      {5, 3, 7, 7, 17, 2, 3, {1, 1}, {0, 1}, {1, 1}},    // non-square kernel, K = 18
+      {4, 1, 28, 28, 6, 5, 5, {1, 1}, {2, 2}, {1, 1}},   // LeNet's first layer
+      {3, 6, 14, 14, 16, 5, 5, {1, 1}, {0, 0}, {1, 1}},  // LeNet's second layer
+      {2, 64, 32, 32, 9, 3, 3, {1, 1}, {1, 1}, {1, 1}},  // unrolled patches beyond one chunk
+      {4, 5, 10, 9, 7, 3, 3, {2, 2}, {1, 1}, {1, 1}},    // stride 2
+      {3, 4, 11, 10, 5, 3, 2, {2, 3}, {1, 0}, {2, 1}},   // mixed strides, dilation
+      {2, 3, 12, 12, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}},   // dilation with stride 1
+      {6, 8, 6, 6, 12, 1, 1, {2, 2}, {0, 0}, {1, 1}},    // ResNet shortcut: 1x1, stride 2
+      {3, 8, 5, 7, 9, 1, 1, {1, 1}, {0, 0}, {1, 1}},     // pointwise
+      {2, 3, 4, 4, 5, 1, 1, {1, 1}, {1, 1}, {1, 1}},     // 1x1 with padding (negative pad' for dx)
+      {1, 3, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // a single image
+      {9, 2, 3, 3, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}},     // one output pixel per image
+  };
+  return g;
+}
+
+class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
+ protected:
+  void SetUp() override {
+    set_poison_allocations(true);
+    cpu::set_conv_engine(GetParam());
+  }
+  void TearDown() override {
+    cpu::set_conv_engine(cpu::ConvEngine::Auto);
+    set_poison_allocations(false);
+  }
+
+  void check(DType dtype, double tol) {
+    for (const Geo& g : geometries()) {
+      Generator gen(5);
+      Tensor x = Tensor::normal({g.n, g.c, g.h, g.w}, 0, 1, DType::F64, Device::cpu(), &gen);
+      Tensor w = Tensor::normal({g.o, g.c, g.kh, g.kw}, 0, 1, DType::F64, Device::cpu(), &gen);
+      Tensor b = Tensor::normal({g.o}, 0, 1, DType::F64, Device::cpu(), &gen);
+      Tensor xt = x.to(dtype).set_requires_grad(), wt = w.to(dtype).set_requires_grad();
+      Tensor bt = b.to(dtype).set_requires_grad();
+      Tensor y = conv2d(xt, wt, bt, g.stride, g.padding, g.dilation);
+      Tensor gy = Tensor::normal(y.shape(), 0, 1, DType::F64, Device::cpu(), &gen);
+      y.backward(gy.to(dtype));
+      Reference r = reference(g, x.to_double_vector(), w.to_double_vector(), b.to_double_vector(),
+                              gy.to_double_vector());
+      EXPECT_LT(rel_err(y.to_double_vector(), r.y), tol) << "y, " << describe(g);
+      EXPECT_LT(rel_err(xt.grad().to_double_vector(), r.dx), tol) << "dx, " << describe(g);
+      EXPECT_LT(rel_err(wt.grad().to_double_vector(), r.dw), tol) << "dw, " << describe(g);
+      EXPECT_LT(rel_err(bt.grad().to_double_vector(), r.db), tol) << "db, " << describe(g);
+    }
+  }
+};
+
+TEST_P(ConvEngines, MatchDirectSumsFloat64) {
+  check(DType::F64, 1e-12);
+}
+TEST_P(ConvEngines, MatchDirectSumsFloat32) {
+  check(DType::F32, 1e-5);
+}
+
+std::string engine_name(const ::testing::TestParamInfo<cpu::ConvEngine>& info) {
+  switch (info.param) {
+    case cpu::ConvEngine::Auto:
+      return "Auto";
+    case cpu::ConvEngine::Blas:
+      return "Blas";
+    case cpu::ConvEngine::Panel:
+      return "Panel";
+    case cpu::ConvEngine::Implicit:
+      return "Implicit";
+  }
+  return "Unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
+                         ::testing::Values(cpu::ConvEngine::Auto, cpu::ConvEngine::Blas,
+                                           cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit),
+                         engine_name);
+
+// Only the gradients that are asked for are computed, and the rest stay undefined.
+TEST(Conv2d, GradientsOnlyWhereRequired) {
+  Tensor x = Tensor::normal({2, 3, 6, 6});
+  Tensor w = Tensor::normal({4, 3, 3, 3}).set_requires_grad();
+  Tensor b = Tensor::normal({4});
+  sum(conv2d(x, w, b)).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().shape(), w.shape());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Conv2d, ErrorsNameTheOpAndShapes) {
+  Tensor x = Tensor::zeros({2, 3, 8, 8});
+  std::string m = error_of([&] { conv2d(x, Tensor::zeros({4, 2, 3, 3})); });
+  EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 3, 8, 8]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 2, 3, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("channels"), std::string::npos) << m;
+
+  m = error_of([&] { conv2d(x, Tensor::zeros({4, 3, 11, 3}), Tensor(), {1, 1}, {1, 1}); });
+  EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
+  EXPECT_NE(m.find("larger than the padded input 10x10"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 3, 8, 8]"), std::string::npos) << m;
+
+  m = error_of([&] { conv2d(x, Tensor::zeros({4, 3, 3, 3}), Tensor::zeros({3})); });
+  EXPECT_NE(m.find("bias [3]"), std::string::npos) << m;
+
+  m = error_of([&] { conv2d(Tensor::zeros({3, 8, 8}), Tensor::zeros({4, 3, 3, 3})); });
+  EXPECT_NE(m.find("4-D"), std::string::npos) << m;
+
+  m = error_of([&] { conv2d(x, Tensor::zeros({4, 3, 3, 3}), Tensor(), {0, 1}); });
+  EXPECT_NE(m.find("stride"), std::string::npos) << m;
+
+  m = error_of([&] { conv2d(x, Tensor::zeros({4, 3, 3, 3}, DType::F64)); });
+  EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace freight
