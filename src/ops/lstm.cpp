@@ -1,0 +1,228 @@
+// lstm_layer: one LSTM layer over a whole batch-first sequence, with PyTorch's equations and gate
+// order (i, f, g, o):
+//   [i f g o]ᵀ = [σ σ tanh σ](W_ih·x_t + b_ih + W_hh·h_{t-1} + b_hh)
+//   c_t = f⊙c_{t-1} + i⊙g,   h_t = o⊙tanh(c_t).
+//
+// Forward: the input projections of all steps are one GEMM ([T·B, I]·W_ihᵀ); each step then adds
+// h_{t-1}·W_hhᵀ (a [B, H]·[H, 4H] GEMM accumulated in place) and runs the fused cell kernel,
+// which keeps the gate activations and c_t for backward (see ops/kernels/lstm.h for the
+// time-major buffers).
+//
+// Backward through time, steps T-1 down to 0: the cell-backward kernel turns dh_t (from the
+// output and from step t+1) and dc_t into the gradients of the gate pre-activations dA_t
+// [B, 4H], and dh_{t-1} = dA_t·W_hh is one GEMM. Everything else is linear in the stacked
+// dA [T·B, 4H] and is done once after the loop:
+//   dW_hh = dAᵀ·[h_0 … h_{T-1}],  dW_ih = dAᵀ·X,  dX = dA·W_ih,  db_ih = db_hh = Σ_rows dA.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "core/autograd_node.h"
+#include "core/tensor_impl.h"
+#include "freight/error.h"
+#include "freight/ops.h"
+#include "ops/kernels/blas.h"
+#include "ops/kernels/elementwise.h"
+#include "ops/kernels/lstm.h"
+#include "ops/op_utils.h"
+
+namespace freight {
+
+namespace {
+
+// Slice t of a packed time-major buffer [T', B, W] as a packed [B, W] tensor (no autograd).
+Tensor step(const Tensor& buf, int64_t t) {
+  int64_t b = buf.size(1), w = buf.size(2);
+  return make_view(buf, {b, w}, {w, 1}, buf.offset() + t * b * w);
+}
+
+// Steps [t0, t1) of a packed time-major buffer as a packed [(t1 - t0)·B, W] matrix.
+Tensor steps(const Tensor& buf, int64_t t0, int64_t t1) {
+  int64_t b = buf.size(1), w = buf.size(2);
+  return make_view(buf, {(t1 - t0) * b, w}, {w, 1}, buf.offset() + t0 * b * w);
+}
+
+// A packed copy of `x` with dimensions 0 and 1 swapped ([B, T, ·] <-> [T, B, ·]); no autograd.
+Tensor swap01(const Tensor& x) {
+  Tensor v = x.detach().transpose(0, 1);
+  Tensor out = Tensor::empty(v.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) kernels::copy(x.device().type, v, out);
+  return out;
+}
+
+Tensor copy_of(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) kernels::copy(x.device().type, x.detach(), out);
+  return out;
+}
+
+// c = op(a)·op(b) (+ c when accumulate); operands packed 2-D.
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, bool accumulate) {
+  if (c.numel() > 0) kernels::gemm(c.device().type, a, ta, b, tb, c, 1.0, accumulate ? 1.0 : 0.0);
+}
+
+struct Dims {
+  int64_t batch, steps, input, hidden;
+};
+
+Dims check_lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
+                const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+  const char* op = "lstm_layer";
+  check_floating(x, op);
+  FREIGHT_CHECK(x.dim() == 3, fmt::format("lstm_layer: input x has shape {}; expected a "
+                                          "batch-first sequence [batch, steps, features]",
+                                          shape_str(x.shape())));
+  Dims d{x.size(0), x.size(1), x.size(2), 0};
+  FREIGHT_CHECK(d.batch > 0 && d.steps > 0 && d.input > 0,
+                fmt::format("lstm_layer: input x has shape {}; batch, steps and features must "
+                            "all be at least 1",
+                            shape_str(x.shape())));
+  check_same_device_dtype(x, w_ih, op);
+  check_same_device_dtype(x, w_hh, op);
+  FREIGHT_CHECK(
+      w_ih.dim() == 2 && w_ih.size(0) % 4 == 0 && w_ih.size(0) > 0 && w_ih.size(1) == d.input,
+      fmt::format("lstm_layer: w_ih has shape {}; expected [4*hidden, {}] for input x {} "
+                  "(gates i, f, g, o stacked)",
+                  shape_str(w_ih.shape()), d.input, shape_str(x.shape())));
+  d.hidden = w_ih.size(0) / 4;
+  const int64_t h = d.hidden;
+  FREIGHT_CHECK(w_hh.shape() == Shape({4 * h, h}),
+                fmt::format("lstm_layer: w_hh has shape {}; expected [{}, {}] (w_ih {} means "
+                            "hidden size {})",
+                            shape_str(w_hh.shape()), 4 * h, h, shape_str(w_ih.shape()), h));
+  for (const auto& [b, name] : {std::pair{&b_ih, "b_ih"}, std::pair{&b_hh, "b_hh"}}) {
+    if (!b->defined()) continue;
+    check_same_device_dtype(x, *b, op);
+    FREIGHT_CHECK(b->shape() == Shape({4 * h}),
+                  fmt::format("lstm_layer: {} has shape {}; expected [{}] (hidden size {})", name,
+                              shape_str(b->shape()), 4 * h, h));
+  }
+  for (const auto& [s, name] : {std::pair{&h0, "h0"}, std::pair{&c0, "c0"}}) {
+    if (!s->defined()) continue;
+    check_same_device_dtype(x, *s, op);
+    FREIGHT_CHECK(s->shape() == Shape({d.batch, h}),
+                  fmt::format("lstm_layer: {} has shape {}; expected [batch, hidden] = [{}, {}] "
+                              "for input x {} and w_hh {}",
+                              name, shape_str(s->shape()), d.batch, h, shape_str(x.shape()),
+                              shape_str(w_hh.shape())));
+  }
+  return d;
+}
+
+// Initial state slot 0 of hs/cs: a copy of the given state, or zeros.
+void set_initial(Tensor& buf, const Tensor& s) {
+  Tensor dst = step(buf, 0);
+  if (s.defined())
+    kernels::copy(buf.device().type, s.detach(), dst);
+  else
+    kernels::fill(buf.device().type, dst, 0.0);
+}
+
+}  // namespace
+
+LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
+                      const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+  const Dims d = check_lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+  const int64_t B = d.batch, T = d.steps, I = d.input, H = d.hidden;
+  const DeviceType dev = x.device().type;
+  const DType dt = x.dtype();
+  const Device device = x.device();
+
+  Tensor wi = packed(w_ih.detach()), wh = packed(w_hh.detach());
+  // bias = b_ih + b_hh: the two always appear summed.
+  Tensor bias = Tensor::empty({4 * H}, dt, device);
+  if (b_ih.defined() && b_hh.defined())
+    kernels::binary(dev, BinaryOp::Add, b_ih.detach(), b_hh.detach(), bias);
+  else if (b_ih.defined() || b_hh.defined())
+    kernels::copy(dev, (b_ih.defined() ? b_ih : b_hh).detach(), bias);
+  else
+    kernels::fill(dev, bias, 0.0);
+
+  // Input projections of every step at once, time-major: gates[t, b] = W_ih·x[b, t].
+  Tensor x_tm = swap01(x);
+  Tensor gates = Tensor::empty({T, B, 4 * H}, dt, device);
+  Tensor gates2d = steps(gates, 0, T);
+  gemm(x_tm.view({T * B, I}), false, wi, true, gates2d, false);
+
+  Tensor hs = Tensor::empty({T + 1, B, H}, dt, device);
+  Tensor cs = Tensor::empty({T + 1, B, H}, dt, device);
+  set_initial(hs, h0);
+  set_initial(cs, c0);
+  if (kernels::lstm_sequence_forward.has(dev)) {
+    kernels::lstm_sequence_forward(dev, wh, bias, gates, hs, cs, !h0.defined());
+  } else {
+    for (int64_t t = 0; t < T; ++t) {
+      Tensor g = step(gates, t), c = step(cs, t + 1), h = step(hs, t + 1);
+      if (t > 0 || h0.defined()) gemm(step(hs, t), false, wh, true, g, true);
+      kernels::lstm_cell_forward(dev, g, bias, step(cs, t), c, h);
+    }
+  }
+
+  LstmResult r;
+  r.output = swap01(steps(hs, 1, T + 1).view({T, B, H}));
+  r.h_n = copy_of(step(hs, T));
+  r.c_n = copy_of(step(cs, T));
+
+  std::vector<Tensor> inputs{x, h0, c0, w_ih, w_hh, b_ih, b_hh};
+  if (!needs_grad(inputs)) return r;
+
+  // Saved for backward: the activations, all states, the operands (detached, no cycles). x is
+  // kept batch-first (it is usually held anyway) and transposed again in backward.
+  std::array<bool, 7> need;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    need[i] = inputs[i].defined() && inputs[i].requires_grad();
+  Tensor sx = x.detach();
+  const bool h0_given = h0.defined();
+  record("lstm_layer", inputs, {r.output, r.h_n, r.c_n},
+         [B, T, I, H, dev, dt, device, need, h0_given, sx, wi, wh, gates, hs,
+          cs](const std::vector<Tensor>& g) {
+           // dout time-major; dh and dc are the running gradients of h_t and c_t.
+           Tensor dout = swap01(packed(g[0]));
+           Tensor dh = copy_of(g[1]), dc = copy_of(g[2]);
+           Tensor dgates = Tensor::empty({T, B, 4 * H}, dt, device);
+           bool need_dh0 = need[1];
+           if (kernels::lstm_sequence_backward.has(dev)) {
+             kernels::lstm_sequence_backward(dev, wh, gates, cs, dout, dh, dc, dgates, need_dh0);
+           } else {
+             for (int64_t t = T - 1; t >= 0; --t) {
+               Tensor da = step(dgates, t);
+               // dh is read here before the GEMM below overwrites it with dh_{t-1}.
+               kernels::lstm_cell_backward(dev, step(gates, t), step(cs, t), step(cs, t + 1),
+                                           step(dout, t), dh, dc, da);
+               if (t > 0 || need_dh0) gemm(da, false, wh, false, dh, false);
+             }
+           }
+           Tensor da_all = steps(dgates, 0, T);
+           std::vector<Tensor> out(7);
+           if (need[0]) {  // dX = dA·W_ih, back to batch-first
+             Tensor dx_tm = Tensor::empty({T, B, I}, dt, device);
+             Tensor dx2d = steps(dx_tm, 0, T);
+             gemm(da_all, false, wi, false, dx2d, false);
+             out[0] = swap01(dx_tm);
+           }
+           if (need[1]) out[1] = dh;
+           if (need[2]) out[2] = dc;
+           if (need[3]) {  // dW_ih = dAᵀ·X with X in the same (time-major) row order as dA
+             Tensor x_rows = swap01(sx);
+             out[3] = Tensor::empty({4 * H, I}, dt, device);
+             gemm(da_all, true, steps(x_rows, 0, T), false, out[3], false);
+           }
+           if (need[4]) {  // dW_hh = Σ_t dA_tᵀ·h_{t-1}; with h0 = 0 the first step adds nothing
+             out[4] = Tensor::empty({4 * H, H}, dt, device);
+             int64_t t0 = h0_given ? 0 : 1;
+             if (t0 < T)
+               gemm(steps(dgates, t0, T), true, steps(hs, t0, T), false, out[4], false);
+             else
+               kernels::fill(dev, out[4], 0.0);
+           }
+           if (need[5] || need[6]) {
+             Tensor db = sum(da_all, {0});
+             if (need[5]) out[5] = db;
+             if (need[6]) out[6] = need[5] ? copy_of(db) : db;
+           }
+           return out;
+         });
+  return r;
+}
+
+}  // namespace freight
