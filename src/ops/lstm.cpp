@@ -148,18 +148,18 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
   Tensor cs = Tensor::empty({T + 1, B, H}, dt, device);
   set_initial(hs, h0);
   set_initial(cs, c0);
+  LstmResult r;
   if (kernels::lstm_sequence_forward.has(dev)) {
-    kernels::lstm_sequence_forward(dev, wh, bias, gates, hs, cs, !h0.defined());
+    r.output = Tensor::empty({B, T, H}, dt, device);
+    kernels::lstm_sequence_forward(dev, wh, bias, gates, hs, cs, r.output, !h0.defined());
   } else {
     for (int64_t t = 0; t < T; ++t) {
       Tensor g = step(gates, t), c = step(cs, t + 1), h = step(hs, t + 1);
       if (t > 0 || h0.defined()) gemm(step(hs, t), false, wh, true, g, true);
       kernels::lstm_cell_forward(dev, g, bias, step(cs, t), c, h);
     }
+    r.output = swap01(steps(hs, 1, T + 1).view({T, B, H}));
   }
-
-  LstmResult r;
-  r.output = swap01(steps(hs, 1, T + 1).view({T, B, H}));
   r.h_n = copy_of(step(hs, T));
   r.c_n = copy_of(step(cs, T));
 
@@ -175,14 +175,17 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
   record(
       "lstm_layer", inputs, {r.output, r.h_n, r.c_n},
       [B, T, I, H, dev, dt, device, need, sx, wi, wh, gates, hs, cs](const std::vector<Tensor>& g) {
-        // dout time-major; dh and dc are the running gradients of h_t and c_t.
-        Tensor dout = swap01(packed(g[0]));
+        // dh and dc are the running gradients of h_t and c_t.
         Tensor dh = copy_of(g[1]), dc = copy_of(g[2]);
         Tensor dgates = Tensor::empty({T, B, 4 * H}, dt, device);
+        Tensor db;  // Σ over steps and batch of dA (the gradient of both biases)
         bool need_dh0 = need[1];
         if (kernels::lstm_sequence_backward.has(dev)) {
-          kernels::lstm_sequence_backward(dev, wh, gates, cs, dout, dh, dc, dgates, need_dh0);
+          db = Tensor::empty({4 * H}, dt, device);
+          kernels::lstm_sequence_backward(dev, wh, gates, cs, packed(g[0]), dh, dc, dgates, db,
+                                          need_dh0);
         } else {
+          Tensor dout = swap01(packed(g[0]));  // time-major, one packed slice per step
           for (int64_t t = T - 1; t >= 0; --t) {
             Tensor da = step(dgates, t);
             // dh is read here before the GEMM below overwrites it with dh_{t-1}.
@@ -190,6 +193,7 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
                                         step(dout, t), dh, dc, da);
             if (t > 0 || need_dh0) gemm(da, false, wh, false, dh, false);
           }
+          if (need[5] || need[6]) db = sum(steps(dgates, 0, T), {0});
         }
         Tensor da_all = steps(dgates, 0, T);
         std::vector<Tensor> out(7);
@@ -217,7 +221,6 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
             out[4] = copy_of(make_view(dwt, {4 * H, H}, {1, 4 * H}, dwt.offset() + I * 4 * H));
         }
         if (need[5] || need[6]) {
-          Tensor db = sum(da_all, {0});
           if (need[5]) out[5] = db;
           if (need[6]) out[6] = need[5] ? copy_of(db) : db;
         }

@@ -53,9 +53,10 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T
 // Forward cell over rows [r0, r1) of one step. a [B, 4H] holds the pre-activations (without
 // the bias) and receives the activations i, f, g, o; then
 //   c = f⊙c_prev + i⊙g,   h = o⊙tanh(c).
+// h is also written to out + r·out_ld when out is given (the batch-first output).
 template <class T>
-void cell_forward_rows(T* a_all, const T* bias, const T* c_prev, T* c, T* h, int64_t r0, int64_t r1,
-                       int64_t H) {
+void cell_forward_rows(T* a_all, const T* bias, const T* c_prev, T* c, T* h, T* out, int64_t out_ld,
+                       int64_t r0, int64_t r1, int64_t H) {
   for (int64_t r = r0; r < r1; ++r) {
     T* a = a_all + r * 4 * H;
     const T* cp = c_prev + r * H;
@@ -75,6 +76,7 @@ void cell_forward_rows(T* a_all, const T* bias, const T* c_prev, T* c, T* h, int
       cr[j] = cn;
       hr[j] = o * tanh_of<T>(cn);
     }
+    if (out) std::copy(hr, hr + H, out + r * out_ld);
   }
 }
 
@@ -84,15 +86,18 @@ void cell_forward_rows(T* a_all, const T* bias, const T* c_prev, T* c, T* h, int
 //   d(pre-act) of i = dc_total⊙g⊙i(1 − i),   of f = dc_total⊙c_prev⊙f(1 − f),
 //              of g = dc_total⊙i⊙(1 − g²),   of o = dh⊙τ⊙o(1 − o)
 //   dc_prev = dc_total⊙f   (written over dc).
+// Row r of dh_out is at dh_out + r·dh_out_ld. When db is given, the rows of d(pre-act) are
+// also added into it (the bias gradient is their sum over batch and steps).
 template <class T>
 void cell_backward_rows(const T* a_all, const T* c_prev, const T* c, const T* dh_out,
-                        const T* dh_next, T* dc, T* da_all, int64_t r0, int64_t r1, int64_t H) {
+                        int64_t dh_out_ld, const T* dh_next, T* dc, T* da_all, T* db, int64_t r0,
+                        int64_t r1, int64_t H) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* a = a_all + r * 4 * H;
     T* da = da_all + r * 4 * H;
     const T* cp = c_prev + r * H;
     const T* cr = c + r * H;
-    const T* ho = dh_out + r * H;
+    const T* ho = dh_out + r * dh_out_ld;
     const T* hn = dh_next + r * H;
     T* dcr = dc + r * H;
 #pragma omp simd
@@ -106,6 +111,10 @@ void cell_backward_rows(const T* a_all, const T* c_prev, const T* c, const T* dh
       da[2 * H + j] = dct * i * (T(1) - g * g);
       da[3 * H + j] = dh * tc * o * (T(1) - o);
       dcr[j] = dct * f;
+    }
+    if (db) {
+#pragma omp simd
+      for (int64_t j = 0; j < 4 * H; ++j) db[j] += da[j];
     }
   }
 }
@@ -152,7 +161,7 @@ void cell_forward_cpu(Tensor& gates, const Tensor& bias, const Tensor& c_prev, T
     T* cn = static_cast<T*>(c.data_ptr());
     T* hn = static_cast<T*>(h.data_ptr());
     parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
-      cell_forward_rows<T>(a, b, cp, cn, hn, r0, r1, H);
+      cell_forward_rows<T>(a, b, cp, cn, hn, nullptr, 0, r0, r1, H);
     });
   });
 }
@@ -170,14 +179,14 @@ void cell_backward_cpu(const Tensor& gates, const Tensor& c_prev, const Tensor& 
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* da = static_cast<T*>(dgates.data_ptr());
     parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
-      cell_backward_rows<T>(a, cp, cn, ho, hn, dcp, da, r0, r1, H);
+      cell_backward_rows<T>(a, cp, cn, ho, H, hn, dcp, da, nullptr, r0, r1, H);
     });
   });
 }
 
 // ---------------------------------------------------------------- whole sequences
 void sequence_forward_cpu(const Tensor& w_hh, const Tensor& bias, Tensor& gates, Tensor& hs,
-                          Tensor& cs, bool h0_zero) {
+                          Tensor& cs, Tensor& output, bool h0_zero) {
   const int64_t T = gates.size(0), B = gates.size(1), H = gates.size(2) / 4;
   dispatch_floating(gates.dtype(), "lstm_sequence_forward", [&](auto tag) {
     using T_ = decltype(tag);
@@ -186,35 +195,38 @@ void sequence_forward_cpu(const Tensor& w_hh, const Tensor& bias, Tensor& gates,
     T_* a = static_cast<T_*>(gates.data_ptr());
     T_* h = static_cast<T_*>(hs.data_ptr());
     T_* c = static_cast<T_*>(cs.data_ptr());
+    T_* out = static_cast<T_*>(output.data_ptr());
     const int64_t ga = B * 4 * H, gh = B * H;  // per-step strides
+    // Step t on rows [r0, r1): gates[t] += h_{t-1}·W_hhᵀ, then the cell.
+    auto step_rows = [&](int64_t t, int64_t r0, int64_t r1, bool threads_inside) {
+      T_* at = a + t * ga;
+      if (t > 0 || !h0_zero)
+        gemm_rows<T_>(r1 - r0, 4 * H, H, h + t * gh + r0 * H, H, w, true, H, T_(1), at + r0 * 4 * H,
+                      4 * H);
+      auto cell = [&](int64_t s0, int64_t s1) {
+        cell_forward_rows<T_>(at, b, c + t * gh, c + (t + 1) * gh, h + (t + 1) * gh, out + t * H,
+                              T * H, s0, s1, H);
+      };
+      if (threads_inside)
+        parallel_for(r1 - r0, cell_grain_rows(H),
+                     [&](int64_t s0, int64_t s1) { cell(r0 + s0, r0 + s1); });
+      else
+        cell(r0, r1);
+    };
     int nt = batch_threads(B);
     if (nt > 1) {
       over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = 0; t < T; ++t) {
-          T_* at = a + t * ga;
-          // gates[t, rows] += h_{t-1}[rows]·W_hhᵀ on this thread alone.
-          if (t > 0 || !h0_zero)
-            gemm_rows<T_>(r1 - r0, 4 * H, H, h + t * gh + r0 * H, H, w, true, H, T_(1),
-                          at + r0 * 4 * H, 4 * H);
-          cell_forward_rows<T_>(at, b, c + t * gh, c + (t + 1) * gh, h + (t + 1) * gh, r0, r1, H);
-        }
+        for (int64_t t = 0; t < T; ++t) step_rows(t, r0, r1, false);
       });
-      return;
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      T_* at = a + t * ga;
-      if (t > 0 || !h0_zero)
-        gemm_rows<T_>(B, 4 * H, H, h + t * gh, H, w, true, H, T_(1), at, 4 * H);
-      parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
-        cell_forward_rows<T_>(at, b, c + t * gh, c + (t + 1) * gh, h + (t + 1) * gh, r0, r1, H);
-      });
+    } else {
+      for (int64_t t = 0; t < T; ++t) step_rows(t, 0, B, true);
     }
   });
 }
 
 void sequence_backward_cpu(const Tensor& w_hh, const Tensor& gates, const Tensor& cs,
                            const Tensor& dout, Tensor& dh, Tensor& dc, Tensor& dgates,
-                           bool need_dh0) {
+                           Tensor& dbias, bool need_dh0) {
   const int64_t T = gates.size(0), B = gates.size(1), H = gates.size(2) / 4;
   dispatch_floating(gates.dtype(), "lstm_sequence_backward", [&](auto tag) {
     using T_ = decltype(tag);
@@ -226,29 +238,43 @@ void sequence_backward_cpu(const Tensor& w_hh, const Tensor& gates, const Tensor
     T_* dcp = static_cast<T_*>(dc.data_ptr());
     T_* da = static_cast<T_*>(dgates.data_ptr());
     const int64_t ga = B * 4 * H, gh = B * H;
-    // One step on rows [r0, r1): the cell, then dh_{t-1}[rows] = dA_t[rows]·W_hh (the cell has
+    int nt = batch_threads(B);
+    // Per-shard partial sums of the bias gradient, added up at the end.
+    std::vector<T_> db_parts(size_t(nt) * 4 * H, T_(0));
+    // Step t on rows [r0, r1): the cell, then dh_{t-1}[rows] = dA_t[rows]·W_hh (the cell has
     // already consumed dh_t[rows], so the GEMM may overwrite it).
-    auto step_rows = [&](int64_t t, int64_t r0, int64_t r1, bool gemm_threads_inside) {
-      auto cell = [&](int64_t s0, int64_t s1) {
-        cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * gh, dhp, dcp,
-                               da + t * ga, s0, s1, H);
-      };
-      if (gemm_threads_inside)
-        parallel_for(r1 - r0, cell_grain_rows(H),
-                     [&](int64_t s0, int64_t s1) { cell(r0 + s0, r0 + s1); });
-      else
-        cell(r0, r1);
+    auto step_rows = [&](int64_t t, int64_t r0, int64_t r1, T_* db) {
+      cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * H, T * H, dhp, dcp,
+                             da + t * ga, db, r0, r1, H);
       if (t > 0 || need_dh0)
         gemm_rows<T_>(r1 - r0, H, 4 * H, da + t * ga + r0 * 4 * H, 4 * H, w, false, H, T_(0),
                       dhp + r0 * H, H);
     };
-    int nt = batch_threads(B);
     if (nt > 1) {
       over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
-        for (int64_t t = T - 1; t >= 0; --t) step_rows(t, r0, r1, false);
+        T_* db = db_parts.data() + omp_get_thread_num() * 4 * H;
+        for (int64_t t = T - 1; t >= 0; --t) step_rows(t, r0, r1, db);
       });
     } else {
-      for (int64_t t = T - 1; t >= 0; --t) step_rows(t, 0, B, true);
+      // The cell runs on the pool's threads (each with its own bias partial sums), the GEMM
+      // on the BLAS's.
+      nt = std::max(1, omp_get_max_threads());
+      db_parts.assign(size_t(nt) * 4 * H, T_(0));
+      for (int64_t t = T - 1; t >= 0; --t) {
+        parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
+          T_* db = db_parts.data() + (omp_in_parallel() ? omp_get_thread_num() : 0) * 4 * H;
+          cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * H, T * H, dhp,
+                                 dcp, da + t * ga, db, r0, r1, H);
+        });
+        if (t > 0 || need_dh0)
+          gemm_rows<T_>(B, H, 4 * H, da + t * ga, 4 * H, w, false, H, T_(0), dhp, H);
+      }
+    }
+    T_* dbo = static_cast<T_*>(dbias.data_ptr());
+    for (int64_t j = 0; j < 4 * H; ++j) {
+      T_ s = 0;
+      for (int k = 0; k < nt; ++k) s += db_parts[size_t(k) * 4 * H + j];
+      dbo[j] = s;
     }
   });
 }

@@ -30,18 +30,20 @@ FREIGHT_KERNEL(lstm_cell_backward,
 
 // Optional: the whole forward recurrence over the layout above. gates holds the input
 // projections of every step on entry and the activations on exit; hs[0], cs[0] are read and
-// hs[1..T], cs[1..T] written. h0_zero: hs[0] is all zeros (the first recurrent GEMM may be
-// skipped). w_hh [4H, H], bias [4H].
+// hs[1..T], cs[1..T] written, and every h_t also goes to output [B, T, H] (batch-first, the op's
+// result). h0_zero: hs[0] is all zeros (the first recurrent GEMM may be skipped). w_hh [4H, H],
+// bias [4H].
 FREIGHT_KERNEL(lstm_sequence_forward, void(const Tensor& w_hh, const Tensor& bias, Tensor& gates,
-                                           Tensor& hs, Tensor& cs, bool h0_zero));
+                                           Tensor& hs, Tensor& cs, Tensor& output, bool h0_zero));
 
-// Optional: the whole backward recurrence, steps T-1 down to 0. dout [T, B, H]: gradient of every
-// step's output (time-major). dh [B, H]: in, the gradient of h_n; out, that of h0 when need_dh0
-// (unspecified otherwise). dc [B, H]: in, the gradient of c_n; out, that of c0. dgates [T, B, 4H]
-// out: the gradients of every step's gate pre-activations (from which the op takes the weight,
-// bias and input gradients with a few large GEMMs).
+// Optional: the whole backward recurrence, steps T-1 down to 0. dout [B, T, H]: gradient of the
+// output (batch-first, as the op receives it). dh [B, H]: in, the gradient of h_n; out, that of
+// h0 when need_dh0 (unspecified otherwise). dc [B, H]: in, the gradient of c_n; out, that of c0.
+// dgates [T, B, 4H] out: the gradients of every step's gate pre-activations (from which the op
+// takes the weight and input gradients with a few large GEMMs); dbias [4H] out: their sum over
+// steps and batch (the gradient of b_ih and of b_hh).
 FREIGHT_KERNEL(lstm_sequence_backward,
                void(const Tensor& w_hh, const Tensor& gates, const Tensor& cs, const Tensor& dout,
-                    Tensor& dh, Tensor& dc, Tensor& dgates, bool need_dh0));
+                    Tensor& dh, Tensor& dc, Tensor& dgates, Tensor& dbias, bool need_dh0));
 
 }  // namespace freight::kernels
