@@ -6,7 +6,8 @@
 // Forward: the input projections of all steps are one GEMM ([T·B, I]·W_ihᵀ); each step then adds
 // h_{t-1}·W_hhᵀ (a [B, H]·[H, 4H] GEMM accumulated in place) and runs the fused cell kernel,
 // which keeps the gate activations and c_t for backward (see ops/kernels/lstm.h for the
-// time-major buffers).
+// time-major buffers). A backend with whole-sequence kernels runs the recurrence itself (the
+// CPU's split the batch across threads and fuse the GEMMs with the cell).
 //
 // Backward through time, steps T-1 down to 0: the cell-backward kernel turns dh_t (from the
 // output and from step t+1) and dc_t into the gradients of the gate pre-activations dA_t
@@ -57,7 +58,7 @@ Tensor copy_of(const Tensor& x) {
 }
 
 // c = op(a)·op(b) (+ c when accumulate); operands packed 2-D.
-void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, bool accumulate) {
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor c, bool accumulate) {
   if (c.numel() > 0) kernels::gemm(c.device().type, a, ta, b, tb, c, 1.0, accumulate ? 1.0 : 0.0);
 }
 
@@ -138,12 +139,7 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
   else
     kernels::fill(dev, bias, 0.0);
 
-  // Input projections of every step at once, time-major: gates[t, b] = W_ih·x[b, t].
-  Tensor x_tm = swap01(x);
   Tensor gates = Tensor::empty({T, B, 4 * H}, dt, device);
-  Tensor gates2d = steps(gates, 0, T);
-  gemm(x_tm.view({T * B, I}), false, wi, true, gates2d, false);
-
   Tensor hs = Tensor::empty({T + 1, B, H}, dt, device);
   Tensor cs = Tensor::empty({T + 1, B, H}, dt, device);
   set_initial(hs, h0);
@@ -151,8 +147,11 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
   LstmResult r;
   if (kernels::lstm_sequence_forward.has(dev)) {
     r.output = Tensor::empty({B, T, H}, dt, device);
-    kernels::lstm_sequence_forward(dev, wh, bias, gates, hs, cs, r.output, !h0.defined());
+    kernels::lstm_sequence_forward(dev, packed(x.detach()), wi, wh, bias, gates, hs, cs, r.output,
+                                   !h0.defined());
   } else {
+    // Input projections of every step at once, time-major: gates[t, b] = W_ih·x[b, t].
+    gemm(swap01(x).view({T * B, I}), false, wi, true, steps(gates, 0, T), false);
     for (int64_t t = 0; t < T; ++t) {
       Tensor g = step(gates, t), c = step(cs, t + 1), h = step(hs, t + 1);
       if (t > 0 || h0.defined()) gemm(step(hs, t), false, wh, true, g, true);

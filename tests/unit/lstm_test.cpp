@@ -199,8 +199,13 @@ TEST(Lstm, MatchesCompositeOpsOnASplitBatchFloat64) {
   check_against_composite(DType::F64, 33, 2, 3, 4, false, 1e-12);
 }
 
+// Float32 runs the CPU's register-blocked kernels: tiles of every height, hidden sizes that fill
+// their panels exactly or leave partial ones, and a batch large enough for streamed stores.
 TEST(Lstm, MatchesCompositeOpsOnASplitBatchFloat32) {
   check_against_composite(DType::F32, 64, 6, 28, 32, true, 2e-5);
+  check_against_composite(DType::F32, 21, 3, 5, 50, true, 2e-5);
+  check_against_composite(DType::F32, 13, 4, 3, 40, false, 2e-5);
+  check_against_composite(DType::F32, 64, 2, 8, 256, true, 2e-5);
 }
 
 // Removes the CPU whole-sequence kernels while alive, so that the op runs its own step loop.
@@ -223,7 +228,7 @@ class WithoutSequenceKernels {
 };
 
 TEST(Lstm, StepLoopOverCellKernelsMatchesSequenceKernels) {
-  for (int64_t B : {3, 40}) {
+  for (int64_t B : {1, 3, 11, 40}) {
     for (bool state : {true, false}) {
       Generator g(5);
       Tensor x = Tensor::normal({B, 5, 7}, 0, 1, DType::F32, Device::cpu(), &g);

@@ -2,16 +2,19 @@
 // recurrences.
 //
 // The recurrences split the batch across threads: batch rows never interact, so each thread
-// runs all T steps on its own rows (a small single-threaded GEMM against W_hh, then the cell)
-// with no synchronisation between steps. The per-step GEMMs are small ([B, H]·[H, 4H]), and
+// runs all T steps on its own rows (small single-threaded GEMMs against the weights, then the
+// cell) with no synchronisation between steps. The per-step GEMMs are small ([B, H]·[H, 4H]);
 // splitting each of them across threads inside the BLAS would cost a fork/join per step and
-// share W_hh's packing work badly; one parallel region for the whole sequence avoids both.
-// When the batch is too small to split, the steps run one after another with the BLAS's own
-// threads instead.
+// repack W_hh every time, and one parallel region for the whole sequence avoids both. When the
+// batch is too small to split, the steps run one after another and each step's rows are split
+// over the threads instead. With AVX-512, float32 uses register-blocked GEMMs of its own that
+// fuse the cell (below); float64 and other CPUs call the BLAS per step.
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
@@ -184,25 +187,390 @@ void cell_backward_cpu(const Tensor& gates, const Tensor& c_prev, const Tensor& 
   });
 }
 
+// ---------------------------------------------------------------- AVX-512 float recurrences
+// The per-step GEMMs are small, and a BLAS call repacks W_hh at every step and cannot fuse the
+// cell into its epilogue. With AVX-512 the float recurrences use their own register-blocked
+// GEMMs instead, with W_hh packed once per sequence:
+//  * forward: [W_hh | W_ih] is packed so that one 64-column panel holds the i, f, g and o rows
+//    of 16 consecutive hidden units (one zmm register per gate). A tile of up to 6 batch rows ×
+//    one panel accumulates h_{t-1}·W_hhᵀ + x_t·W_ihᵀ (x read straight from the batch-first
+//    input, so no separate projection pass writes and rereads a [T, B, 4H] buffer) and ends
+//    with everything the cell needs for those 6×16 units in 24 registers: the cell runs on them
+//    directly, and the pre-activations never go to memory.
+#if defined(__AVX512F__)
+namespace avx512 {
+
+constexpr int64_t kUnits = 16;               // hidden units per forward panel (one zmm per gate)
+constexpr int kRowsFwd = 6;                  // batch rows per forward tile: 6 × 4 accumulators
+constexpr int64_t kStreamBytes = 128 << 10;  // per thread and step; measured, see sequence_forward
+constexpr int64_t kRowBlock = 24;            // batch rows per block: their h_prev stays in L1
+
+// exp as vexp in vec_math.h: 2^n · p(r), n = round(x / ln 2), |r| <= ln 2 / 2, degree-6 Taylor.
+inline __m512 exp_ps(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  __m512 n = _mm512_roundscale_ps(
+      _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+// 1/d from the 14-bit hardware estimate and one Newton step r·(2 − d·r) (about 1 ulp), much
+// cheaper than a division.
+inline __m512 rcp_ps(__m512 d) {
+  __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
+
+inline __m512 sigmoid_ps(__m512 x) {
+  return rcp_ps(_mm512_add_ps(_mm512_set1_ps(1.0f), exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+// tanh as vtanh in vec_math.h: odd Taylor series for |x| < 0.25, else 1 − 2/(e^{2|x|} + 1)
+// with the sign restored.
+inline __m512 tanh_ps(__m512 x) {
+  __m512 sign = _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(int32_t(0x80000000u))));
+  __m512 a = _mm512_castsi512_ps(
+      _mm512_andnot_si512(_mm512_set1_epi32(int32_t(0x80000000u)), _mm512_castps_si512(x)));
+  __m512 x2 = _mm512_mul_ps(x, x);
+  __m512 s = _mm512_set1_ps(62.0f / 2835);
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(-17.0f / 315));
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(2.0f / 15));
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(-1.0f / 3));
+  s = _mm512_fmadd_ps(s, x2, _mm512_set1_ps(1.0f));
+  s = _mm512_mul_ps(s, x);
+  __m512 e = exp_ps(_mm512_add_ps(a, a));
+  __m512 big = _mm512_fnmadd_ps(
+      _mm512_set1_ps(2.0f), rcp_ps(_mm512_add_ps(e, _mm512_set1_ps(1.0f))), _mm512_set1_ps(1.0f));
+  big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), _mm512_castps_si512(sign)));
+  __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_LT_OQ);
+  return _mm512_mask_blend_ps(small, big, s);
+}
+
+// [W_hh | W_ih] -> panels [ceil(H/16)][H + I][64]: panel u, row k holds W[q·H + 16u + l, k] at
+// q·16 + l (gate q, unit 16u + l), with W = [W_hh | W_ih] ([4H, H + I]: the h columns first);
+// units past H are zero.
+void pack_forward(const float* w_hh, const float* w_ih, int64_t H, int64_t I, float* wp) {
+  int64_t panels = (H + kUnits - 1) / kUnits, K = H + I;
+  for (int64_t u = 0; u < panels; ++u)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t q = 0; q < 4; ++q)
+        for (int64_t l = 0; l < kUnits; ++l) {
+          int64_t j = u * kUnits + l, row = q * H + j;
+          float v = 0.0f;
+          if (j < H) v = k < H ? w_hh[row * H + k] : w_ih[row * I + (k - H)];
+          wp[((u * K + k) * 4 + q) * kUnits + l] = v;
+        }
+}
+
+// Everything one forward step of a tile needs.
+struct FwdStep {
+  int64_t H, I, T, t;
+  const float* wp;      // packed [W_hh | W_ih]
+  const float* bias;    // [4H]
+  const float* x;       // [B, T, I]
+  const float* h_prev;  // [B, H] (null: zeros)
+  const float* c_prev;  // [B, H]
+  float* gates;         // [B, 4H] out: activations
+  float* c;             // [B, H]
+  float* h;             // [B, H]
+  float* out;           // [B, T, H]
+  bool stream;          // store the activations with non-temporal stores (see sequence_forward)
+};
+
+// acc[r][·] += a[r·lda + k]·b[k][·] for k in [0, K): rows of A against a 64-column panel.
+template <int MR>
+inline void panel_fma(__m512 (&acc)[MR][4], const float* a, int64_t lda, const float* b,
+                      int64_t K) {
+  for (int64_t k = 0; k < K; ++k, b += 4 * kUnits) {
+    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    __m512 b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
+    for (int r = 0; r < MR; ++r) {
+      __m512 ar = _mm512_set1_ps(a[r * lda + k]);
+      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(ar, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(ar, b3, acc[r][3]);
+    }
+  }
+}
+
+// Rows [r0, r0 + MR) × units [16u, 16u + 16): the pre-activations h_prev·W_hhᵀ + x_t·W_ihᵀ
+// into registers, then the cell on them.
+template <int MR>
+void forward_tile(const FwdStep& s, int64_t r0, int64_t u) {
+  const int64_t H = s.H, I = s.I, j0 = u * kUnits;
+  __m512 acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int q = 0; q < 4; ++q) acc[r][q] = _mm512_setzero_ps();
+  const float* panel = s.wp + u * (H + I) * 4 * kUnits;
+  if (s.h_prev) panel_fma<MR>(acc, s.h_prev + r0 * H, H, panel, H);
+  panel_fma<MR>(acc, s.x + r0 * s.T * I + s.t * I, s.T * I, panel + H * 4 * kUnits, I);
+  __mmask16 m = H - j0 >= kUnits ? __mmask16(0xFFFF) : __mmask16((1u << (H - j0)) - 1);
+  for (int r = 0; r < MR; ++r) {
+    int64_t row = r0 + r;
+    float* g = s.gates + row * 4 * H + j0;
+    __m512 pre[4];
+    for (int q = 0; q < 4; ++q)
+      pre[q] = _mm512_add_ps(acc[r][q], _mm512_maskz_loadu_ps(m, s.bias + q * H + j0));
+    __m512 i = sigmoid_ps(pre[0]), f = sigmoid_ps(pre[1]);
+    __m512 gg = tanh_ps(pre[2]), o = sigmoid_ps(pre[3]);
+    __m512 cp = _mm512_maskz_loadu_ps(m, s.c_prev + row * H + j0);
+    __m512 c = _mm512_fmadd_ps(f, cp, _mm512_mul_ps(i, gg));
+    __m512 h = _mm512_mul_ps(o, tanh_ps(c));
+    if (s.stream) {
+      _mm512_stream_ps(g, i);
+      _mm512_stream_ps(g + H, f);
+      _mm512_stream_ps(g + 2 * H, gg);
+      _mm512_stream_ps(g + 3 * H, o);
+    } else {
+      _mm512_mask_storeu_ps(g, m, i);
+      _mm512_mask_storeu_ps(g + H, m, f);
+      _mm512_mask_storeu_ps(g + 2 * H, m, gg);
+      _mm512_mask_storeu_ps(g + 3 * H, m, o);
+    }
+    _mm512_mask_storeu_ps(s.c + row * H + j0, m, c);
+    _mm512_mask_storeu_ps(s.h + row * H + j0, m, h);
+    _mm512_mask_storeu_ps(s.out + row * s.T * H + s.t * H + j0, m, h);
+  }
+}
+
+// A tile of `mr` <= MR rows (the compile-time row count picks the register blocking).
+template <int MR>
+void forward_tile_any(int mr, const FwdStep& s, int64_t r0, int64_t u) {
+  if constexpr (MR > 0) {
+    if (mr == MR) return forward_tile<MR>(s, r0, u);
+    return forward_tile_any<MR - 1>(mr, s, r0, u);
+  }
+}
+
+// One forward step on rows [r0, r1), in blocks of rows whose operands stay in L1 while every
+// panel passes over them (a panel is reused by all the tiles of a block).
+void forward_step_rows(const FwdStep& s, int64_t r0, int64_t r1) {
+  int64_t panels = (s.H + kUnits - 1) / kUnits;
+  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
+    int64_t b1 = std::min(r1, b0 + kRowBlock);
+    for (int64_t u = 0; u < panels; ++u)
+      for (int64_t r = b0; r < b1; r += kRowsFwd)
+        forward_tile_any<kRowsFwd>(int(std::min<int64_t>(kRowsFwd, b1 - r)), s, r, u);
+  }
+}
+
+void sequence_forward(const float* x, const float* w_ih, const float* w_hh, const float* bias,
+                      float* a, float* h, float* c, float* out, int64_t T, int64_t B, int64_t I,
+                      int64_t H, bool h0_zero) {
+  int64_t panels = (H + kUnits - 1) / kUnits;
+  std::vector<float> wp(size_t(panels * (H + I) * 4 * kUnits));
+  pack_forward(w_hh, w_ih, H, I, wp.data());
+  const int64_t ga = B * 4 * H, gh = B * H;
+  int nt = batch_threads(B);
+  // The activations are written once and read again only by the backward pass. When one step
+  // of one thread writes a large part of its L2, ordinary stores evict the packed weights and
+  // pay a read for ownership per line: stream them to memory instead. (Streaming needs 64-byte
+  // aligned rows, hence H % 16 == 0 and an aligned buffer.)
+  const bool stream = H % kUnits == 0 && reinterpret_cast<uintptr_t>(a) % 64 == 0 &&
+                      (B / nt) * 4 * H * int64_t(sizeof(float)) >= kStreamBytes;
+  auto make = [&](int64_t t) {
+    return FwdStep{.H = H,
+                   .I = I,
+                   .T = T,
+                   .t = t,
+                   .wp = wp.data(),
+                   .bias = bias,
+                   .x = x,
+                   .h_prev = (t == 0 && h0_zero) ? nullptr : h + t * gh,
+                   .c_prev = c + t * gh,
+                   .gates = a + t * ga,
+                   .c = c + (t + 1) * gh,
+                   .h = h + (t + 1) * gh,
+                   .out = out,
+                   .stream = stream};
+  };
+  // Every thread runs all steps on its rows; with one thread the rows of a step are split over
+  // the pool instead (a fork/join per step).
+  if (nt > 1) {
+    over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
+      for (int64_t t = 0; t < T; ++t) forward_step_rows(make(t), r0, r1);
+      if (stream) _mm_sfence();  // streamed stores are weakly ordered: publish them
+    });
+    return;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    FwdStep s = make(t);
+    parallel_for(B, kRowsFwd, [&](int64_t r0, int64_t r1) {
+      forward_step_rows(s, r0, r1);
+      if (stream) _mm_sfence();
+    });
+  }
+}
+
+// Backward: dh_{t-1} = dA_t·W_hh ([rows, 4H]·[4H, H]). W_hh is packed in panels of 32 columns
+// (two zmm) of H, and a tile of up to 12 rows keeps 12 × 2 accumulators. Each tile first runs
+// the cell backward on its rows, so that the dA rows the GEMM reads are still in L1.
+constexpr int64_t kCols = 32;  // columns of H per backward panel
+constexpr int kRowsBwd = 12;   // batch rows per backward tile
+
+// W_hh [4H, H] -> panels [ceil(H/32)][4H][32]: panel v, row k holds W_hh[k, 32v + l] at l;
+// columns past H are zero.
+void pack_backward(const float* w, int64_t H, float* wp) {
+  int64_t panels = (H + kCols - 1) / kCols;
+  for (int64_t v = 0; v < panels; ++v)
+    for (int64_t k = 0; k < 4 * H; ++k)
+      for (int64_t l = 0; l < kCols; ++l) {
+        int64_t j = v * kCols + l;
+        wp[(v * 4 * H + k) * kCols + l] = j < H ? w[k * H + j] : 0.0f;
+      }
+}
+
+// dh[r0 .. r0 + MR) = da[r0 .. r0 + MR)·W_hh, all columns.
+template <int MR>
+void backward_gemm_tile(const float* da, const float* wp, float* dh, int64_t H, int64_t r0) {
+  const int64_t K = 4 * H, panels = (H + kCols - 1) / kCols;
+  const float* a = da + r0 * K;
+  for (int64_t v = 0; v < panels; ++v) {
+    __m512 acc[MR][2];
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const float* b = wp + v * K * kCols;
+    for (int64_t k = 0; k < K; ++k, b += kCols) {
+      __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+      for (int r = 0; r < MR; ++r) {
+        __m512 ar = _mm512_set1_ps(a[r * K + k]);
+        acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+      }
+    }
+    int64_t j0 = v * kCols, left = H - j0;
+    __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    __mmask16 m1 = left >= 32 ? __mmask16(0xFFFF)
+                              : (left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1));
+    for (int r = 0; r < MR; ++r) {
+      float* d = dh + (r0 + r) * H + j0;
+      _mm512_mask_storeu_ps(d, m0, acc[r][0]);
+      _mm512_mask_storeu_ps(d + 16, m1, acc[r][1]);
+    }
+  }
+}
+
+template <int MR>
+void backward_gemm_tile_any(int mr, const float* da, const float* wp, float* dh, int64_t H,
+                            int64_t r0) {
+  if constexpr (MR > 0) {
+    if (mr == MR) return backward_gemm_tile<MR>(da, wp, dh, H, r0);
+    return backward_gemm_tile_any<MR - 1>(mr, da, wp, dh, H, r0);
+  }
+}
+
+// Everything one backward step needs.
+struct BwdStep {
+  int64_t H, T, t;
+  const float* wp;      // packed W_hh (null: dh_{t-1} not needed)
+  const float* gates;   // [B, 4H] activations
+  const float* c_prev;  // [B, H]
+  const float* c;       // [B, H]
+  const float* dout;    // [B, T, H]
+  float* dh;            // [B, H]: dh_t in, dh_{t-1} out
+  float* dc;            // [B, H]
+  float* da;            // [B, 4H] out
+  float* db;            // [4H] partial bias gradient of this thread
+};
+
+void backward_step_rows(const BwdStep& s, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; r += kRowsBwd) {
+    int64_t mr = std::min<int64_t>(kRowsBwd, r1 - r);
+    cell_backward_rows<float>(s.gates, s.c_prev, s.c, s.dout + s.t * s.H, s.T * s.H, s.dh, s.dc,
+                              s.da, s.db, r, r + mr, s.H);
+    if (s.wp) backward_gemm_tile_any<kRowsBwd>(int(mr), s.da, s.wp, s.dh, s.H, r);
+  }
+}
+
+void sequence_backward(const float* w, const float* a, const float* c, const float* dout, float* dh,
+                       float* dc, float* da, float* db, int64_t T, int64_t B, int64_t H,
+                       bool need_dh0) {
+  int64_t panels = (H + kCols - 1) / kCols;
+  std::vector<float> wp(size_t(panels * 4 * H * kCols));
+  pack_backward(w, H, wp.data());
+  const int64_t ga = B * 4 * H, gh = B * H;
+  auto make = [&](int64_t t, float* dbp) {
+    return BwdStep{H,
+                   T,
+                   t,
+                   (t > 0 || need_dh0) ? wp.data() : nullptr,
+                   a + t * ga,
+                   c + t * gh,
+                   c + (t + 1) * gh,
+                   dout,
+                   dh,
+                   dc,
+                   da + t * ga,
+                   dbp};
+  };
+  int nt = batch_threads(B);
+  int parts = nt > 1 ? nt : std::max(1, omp_get_max_threads());
+  std::vector<float> db_parts(size_t(parts) * 4 * H, 0.0f);
+  if (nt > 1) {
+    over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
+      float* dbp = db_parts.data() + omp_get_thread_num() * 4 * H;
+      for (int64_t t = T - 1; t >= 0; --t) backward_step_rows(make(t, dbp), r0, r1);
+    });
+  } else {
+    for (int64_t t = T - 1; t >= 0; --t)
+      parallel_for(B, kRowsBwd, [&](int64_t r0, int64_t r1) {
+        float* dbp = db_parts.data() + (omp_in_parallel() ? omp_get_thread_num() : 0) * 4 * H;
+        backward_step_rows(make(t, dbp), r0, r1);
+      });
+  }
+  for (int64_t j = 0; j < 4 * H; ++j) {
+    float sum = 0;
+    for (int k = 0; k < parts; ++k) sum += db_parts[size_t(k) * 4 * H + j];
+    db[j] = sum;
+  }
+}
+
+}  // namespace avx512
+#endif
+
 // ---------------------------------------------------------------- whole sequences
-void sequence_forward_cpu(const Tensor& w_hh, const Tensor& bias, Tensor& gates, Tensor& hs,
-                          Tensor& cs, Tensor& output, bool h0_zero) {
-  const int64_t T = gates.size(0), B = gates.size(1), H = gates.size(2) / 4;
+void sequence_forward_cpu(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh,
+                          const Tensor& bias, Tensor& gates, Tensor& hs, Tensor& cs, Tensor& output,
+                          bool h0_zero) {
+  const int64_t T = gates.size(0), B = gates.size(1), H = gates.size(2) / 4, I = x.size(2);
   dispatch_floating(gates.dtype(), "lstm_sequence_forward", [&](auto tag) {
     using T_ = decltype(tag);
-    const T_* w = static_cast<const T_*>(w_hh.data_ptr());
+    const T_* xp = static_cast<const T_*>(x.data_ptr());
+    const T_* wi = static_cast<const T_*>(w_ih.data_ptr());
+    const T_* wh = static_cast<const T_*>(w_hh.data_ptr());
     const T_* b = static_cast<const T_*>(bias.data_ptr());
     T_* a = static_cast<T_*>(gates.data_ptr());
     T_* h = static_cast<T_*>(hs.data_ptr());
     T_* c = static_cast<T_*>(cs.data_ptr());
     T_* out = static_cast<T_*>(output.data_ptr());
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T_, float>) {
+      avx512::sequence_forward(xp, wi, wh, b, a, h, c, out, T, B, I, H, h0_zero);
+      return;
+    }
+#endif
     const int64_t ga = B * 4 * H, gh = B * H;  // per-step strides
-    // Step t on rows [r0, r1): gates[t] += h_{t-1}·W_hhᵀ, then the cell.
+    // Step t on rows [r0, r1): gates[t] = x_t·W_ihᵀ + h_{t-1}·W_hhᵀ (x_t's rows are T·I apart
+    // in the batch-first input), then the cell.
     auto step_rows = [&](int64_t t, int64_t r0, int64_t r1, bool threads_inside) {
       T_* at = a + t * ga;
+      gemm_rows<T_>(r1 - r0, 4 * H, I, xp + r0 * T * I + t * I, T * I, wi, true, I, T_(0),
+                    at + r0 * 4 * H, 4 * H);
       if (t > 0 || !h0_zero)
-        gemm_rows<T_>(r1 - r0, 4 * H, H, h + t * gh + r0 * H, H, w, true, H, T_(1), at + r0 * 4 * H,
-                      4 * H);
+        gemm_rows<T_>(r1 - r0, 4 * H, H, h + t * gh + r0 * H, H, wh, true, H, T_(1),
+                      at + r0 * 4 * H, 4 * H);
       auto cell = [&](int64_t s0, int64_t s1) {
         cell_forward_rows<T_>(at, b, c + t * gh, c + (t + 1) * gh, h + (t + 1) * gh, out + t * H,
                               T * H, s0, s1, H);
@@ -237,6 +605,13 @@ void sequence_backward_cpu(const Tensor& w_hh, const Tensor& gates, const Tensor
     T_* dhp = static_cast<T_*>(dh.data_ptr());
     T_* dcp = static_cast<T_*>(dc.data_ptr());
     T_* da = static_cast<T_*>(dgates.data_ptr());
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T_, float>) {
+      avx512::sequence_backward(w, a, c, go, dhp, dcp, da, static_cast<float*>(dbias.data_ptr()), T,
+                                B, H, need_dh0);
+      return;
+    }
+#endif
     const int64_t ga = B * 4 * H, gh = B * H;
     int nt = batch_threads(B);
     // Per-shard partial sums of the bias gradient, added up at the end.

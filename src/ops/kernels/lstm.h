@@ -28,13 +28,15 @@ FREIGHT_KERNEL(lstm_cell_backward,
                void(const Tensor& gates, const Tensor& c_prev, const Tensor& c,
                     const Tensor& dh_out, const Tensor& dh_next, Tensor& dc, Tensor& dgates));
 
-// Optional: the whole forward recurrence over the layout above. gates holds the input
-// projections of every step on entry and the activations on exit; hs[0], cs[0] are read and
-// hs[1..T], cs[1..T] written, and every h_t also goes to output [B, T, H] (batch-first, the op's
-// result). h0_zero: hs[0] is all zeros (the first recurrent GEMM may be skipped). w_hh [4H, H],
-// bias [4H].
-FREIGHT_KERNEL(lstm_sequence_forward, void(const Tensor& w_hh, const Tensor& bias, Tensor& gates,
-                                           Tensor& hs, Tensor& cs, Tensor& output, bool h0_zero));
+// Optional: the whole forward layer. x [B, T, I] (batch-first, packed), w_ih [4H, I],
+// w_hh [4H, H], bias [4H]. gates [T, B, 4H] out: the activations of every step; hs[0], cs[0]
+// are read and hs[1..T], cs[1..T] written; every h_t also goes to output [B, T, H] (the op's
+// batch-first result). h0_zero: hs[0] is all zeros (the first recurrent product may be skipped).
+// How the input projections are computed is the backend's choice (one large GEMM up front, or
+// fused into each step when the input is narrow).
+FREIGHT_KERNEL(lstm_sequence_forward,
+               void(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& bias,
+                    Tensor& gates, Tensor& hs, Tensor& cs, Tensor& output, bool h0_zero));
 
 // Optional: the whole backward recurrence, steps T-1 down to 0. dout [B, T, H]: gradient of the
 // output (batch-first, as the op receives it). dh [B, H]: in, the gradient of h_n; out, that of
