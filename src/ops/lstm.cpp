@@ -119,6 +119,56 @@ void set_initial(Tensor& buf, const Tensor& s) {
     kernels::fill(buf.device().type, dst, 0.0);
 }
 
+// What the backward rule keeps from the forward call.
+struct Saved {
+  int64_t B, T, I, H;
+  Device device;
+  std::array<bool, 7> need;  // which of x, h0, c0, w_ih, w_hh, b_ih, b_hh need a gradient
+  Tensor x, wi, wh, gates, hs, cs;
+};
+
+// Backward through time with the cell kernel and one GEMM per step (for devices without the
+// whole-sequence kernel), then the gradients that are linear in the stacked dA [T·B, 4H].
+// dh and dc: in, the gradients of h_n and c_n; out, those of h0 and c0. Fills out[0], out[3],
+// out[4] and db as needed.
+void step_loop_backward(const Saved& sv, const Tensor& dout_bf, Tensor& dh, Tensor& dc,
+                        std::vector<Tensor>& out, Tensor& db) {
+  const int64_t B = sv.B, T = sv.T, I = sv.I, H = sv.H;
+  const DeviceType dev = sv.device.type;
+  const DType dt = sv.x.dtype();
+  Tensor dgates = Tensor::empty({T, B, 4 * H}, dt, sv.device);
+  Tensor dout = swap01(dout_bf);  // time-major, one packed slice per step
+  for (int64_t t = T - 1; t >= 0; --t) {
+    Tensor da = step(dgates, t);
+    // dh is read here before the GEMM below overwrites it with dh_{t-1}.
+    kernels::lstm_cell_backward(dev, step(sv.gates, t), step(sv.cs, t), step(sv.cs, t + 1),
+                                step(dout, t), dh, dc, da);
+    if (t > 0 || sv.need[1]) gemm(da, false, sv.wh, false, dh, false);
+  }
+  Tensor da_all = steps(dgates, 0, T);
+  if (sv.need[0]) {  // dX = dA·W_ih, back to batch-first
+    Tensor dx_tm = Tensor::empty({T, B, I}, dt, sv.device);
+    gemm(da_all, false, sv.wi, false, steps(dx_tm, 0, T), false);
+    out[0] = swap01(dx_tm);
+  }
+  if (sv.need[3] || sv.need[4]) {
+    // Both weight gradients from one GEMM over the rows [x_t | h_{t-1}] (time-major, as dA):
+    // [dW_ih | dW_hh]ᵀ = [X | H_prev]ᵀ·dA, [I + H, 4H]. One long GEMM packs dA once and runs
+    // far closer to the BLAS's peak than two thin ones (I is often small).
+    Tensor xh = Tensor::empty({T, B, I + H}, dt, sv.device);
+    Tensor xh_x = make_view(xh, {T, B, I}, {B * (I + H), I + H, 1}, xh.offset());
+    Tensor xh_h = make_view(xh, {T, B, H}, {B * (I + H), I + H, 1}, xh.offset() + I);
+    kernels::copy(dev, sv.x.transpose(0, 1), xh_x);
+    kernels::copy(dev, steps(sv.hs, 0, T).view({T, B, H}), xh_h);
+    Tensor dwt = Tensor::empty({I + H, 4 * H}, dt, sv.device);
+    gemm(steps(xh, 0, T), true, da_all, false, dwt, false);
+    if (sv.need[3]) out[3] = copy_of(make_view(dwt, {4 * H, I}, {1, 4 * H}, dwt.offset()));
+    if (sv.need[4])
+      out[4] = copy_of(make_view(dwt, {4 * H, H}, {1, 4 * H}, dwt.offset() + I * 4 * H));
+  }
+  if (sv.need[5] || sv.need[6]) db = sum(da_all, {0});
+}
+
 }  // namespace
 
 LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
@@ -165,66 +215,36 @@ LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const
   std::vector<Tensor> inputs{x, h0, c0, w_ih, w_hh, b_ih, b_hh};
   if (!needs_grad(inputs)) return r;
 
-  // Saved for backward: the activations, all states, the operands (detached, no cycles). x is
-  // kept batch-first (it is usually held anyway) and transposed again in backward.
-  std::array<bool, 7> need;
+  // Saved for backward: the activations, all states, the operands (detached, no cycles).
+  Saved sv{B, T, I, H, x.device(), {}, x.detach(), wi, wh, gates, hs, cs};
   for (size_t i = 0; i < inputs.size(); ++i)
-    need[i] = inputs[i].defined() && inputs[i].requires_grad();
-  Tensor sx = x.detach();
-  record(
-      "lstm_layer", inputs, {r.output, r.h_n, r.c_n},
-      [B, T, I, H, dev, dt, device, need, sx, wi, wh, gates, hs, cs](const std::vector<Tensor>& g) {
-        // dh and dc are the running gradients of h_t and c_t.
-        Tensor dh = copy_of(g[1]), dc = copy_of(g[2]);
-        Tensor dgates = Tensor::empty({T, B, 4 * H}, dt, device);
-        Tensor db;  // Σ over steps and batch of dA (the gradient of both biases)
-        bool need_dh0 = need[1];
-        if (kernels::lstm_sequence_backward.has(dev)) {
-          db = Tensor::empty({4 * H}, dt, device);
-          kernels::lstm_sequence_backward(dev, wh, gates, cs, packed(g[0]), dh, dc, dgates, db,
-                                          need_dh0);
-        } else {
-          Tensor dout = swap01(packed(g[0]));  // time-major, one packed slice per step
-          for (int64_t t = T - 1; t >= 0; --t) {
-            Tensor da = step(dgates, t);
-            // dh is read here before the GEMM below overwrites it with dh_{t-1}.
-            kernels::lstm_cell_backward(dev, step(gates, t), step(cs, t), step(cs, t + 1),
-                                        step(dout, t), dh, dc, da);
-            if (t > 0 || need_dh0) gemm(da, false, wh, false, dh, false);
-          }
-          if (need[5] || need[6]) db = sum(steps(dgates, 0, T), {0});
-        }
-        Tensor da_all = steps(dgates, 0, T);
-        std::vector<Tensor> out(7);
-        if (need[0]) {  // dX = dA·W_ih, back to batch-first
-          Tensor dx_tm = Tensor::empty({T, B, I}, dt, device);
-          Tensor dx2d = steps(dx_tm, 0, T);
-          gemm(da_all, false, wi, false, dx2d, false);
-          out[0] = swap01(dx_tm);
-        }
-        if (need[1]) out[1] = dh;
-        if (need[2]) out[2] = dc;
-        if (need[3] || need[4]) {
-          // Both weight gradients from one GEMM over the rows [x_t | h_{t-1}] (time-major, as
-          // dA): [dW_ih | dW_hh]ᵀ = [X | H_prev]ᵀ·dA, [I + H, 4H]. One long GEMM packs dA once
-          // and runs far closer to the BLAS's peak than two thin ones (I is often small).
-          Tensor xh = Tensor::empty({T, B, I + H}, dt, device);
-          Tensor xh_x = make_view(xh, {T, B, I}, {B * (I + H), I + H, 1}, xh.offset());
-          Tensor xh_h = make_view(xh, {T, B, H}, {B * (I + H), I + H, 1}, xh.offset() + I);
-          kernels::copy(dev, sx.transpose(0, 1), xh_x);
-          kernels::copy(dev, steps(hs, 0, T).view({T, B, H}), xh_h);
-          Tensor dwt = Tensor::empty({I + H, 4 * H}, dt, device);
-          gemm(steps(xh, 0, T), true, da_all, false, dwt, false);
-          if (need[3]) out[3] = copy_of(make_view(dwt, {4 * H, I}, {1, 4 * H}, dwt.offset()));
-          if (need[4])
-            out[4] = copy_of(make_view(dwt, {4 * H, H}, {1, 4 * H}, dwt.offset() + I * 4 * H));
-        }
-        if (need[5] || need[6]) {
-          if (need[5]) out[5] = db;
-          if (need[6]) out[6] = need[5] ? copy_of(db) : db;
-        }
-        return out;
-      });
+    sv.need[i] = inputs[i].defined() && inputs[i].requires_grad();
+  record("lstm_layer", inputs, {r.output, r.h_n, r.c_n}, [sv](const std::vector<Tensor>& g) {
+    const DeviceType dev = sv.device.type;
+    const DType dt = sv.x.dtype();
+    // dh and dc carry the gradients of h_t and c_t down the steps; they end as dh0 and dc0.
+    Tensor dh = copy_of(g[1]), dc = copy_of(g[2]);
+    std::vector<Tensor> out(7);
+    Tensor db;  // Σ over steps and batch of dA: the gradient of both biases
+    auto alloc = [&](bool needed, Shape s) {
+      return needed ? Tensor::empty(s, dt, sv.device) : Tensor();
+    };
+    if (kernels::lstm_sequence_backward.has(dev)) {
+      out[0] = alloc(sv.need[0], {sv.B, sv.T, sv.I});
+      out[3] = alloc(sv.need[3], {4 * sv.H, sv.I});
+      out[4] = alloc(sv.need[4], {4 * sv.H, sv.H});
+      db = alloc(sv.need[5] || sv.need[6], {4 * sv.H});
+      kernels::lstm_sequence_backward(dev, packed(sv.x), sv.wi, sv.wh, sv.gates, sv.hs, sv.cs,
+                                      packed(g[0]), dh, dc, sv.need[1], out[0], out[3], out[4], db);
+    } else {
+      step_loop_backward(sv, packed(g[0]), dh, dc, out, db);
+    }
+    if (sv.need[1]) out[1] = dh;
+    if (sv.need[2]) out[2] = dc;
+    if (sv.need[5]) out[5] = db;
+    if (sv.need[6]) out[6] = sv.need[5] ? copy_of(db) : db;
+    return out;
+  });
   return r;
 }
 

@@ -208,6 +208,36 @@ TEST(Lstm, MatchesCompositeOpsOnASplitBatchFloat32) {
   check_against_composite(DType::F32, 64, 2, 8, 256, true, 2e-5);
 }
 
+// Only some inputs require gradients (the usual first layer: x is data; here also w_ih and the
+// biases frozen): the gradients that are computed match those of a run where all are.
+TEST(Lstm, GradientsOfSomeInputsMatchThoseOfAFullRun) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    Generator g(9);
+    const int64_t B = 40, T = 3, I = 6, H = 20;
+    Tensor x = Tensor::normal({B, T, I}, 0, 1, dt, Device::cpu(), &g);
+    Tensor h0 = Tensor::normal({B, H}, 0, 1, dt, Device::cpu(), &g);
+    Layer l = make_layer(I, H, dt, g);
+    std::vector<Tensor> ins{x, h0, l.w_ih, l.w_hh, l.b_ih, l.b_hh};
+    std::vector<std::vector<Tensor>> grads(2);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t k = 0; k < ins.size(); ++k) {
+        ins[k].zero_grad();
+        bool frozen = pass == 1 && (k == 0 || k == 2 || k == 4 || k == 5);
+        ins[k].set_requires_grad(!frozen);
+      }
+      LstmResult r = run(x, h0, Tensor(), l);
+      Generator wg(10);
+      loss_of(r, loss_weights(r, wg)).backward();
+      for (Tensor& t : ins) grads[pass].push_back(t.grad());
+    }
+    for (size_t k : {0, 2, 4, 5}) EXPECT_FALSE(grads[1][k].defined()) << "input " << k;
+    for (size_t k : {1, 3}) {
+      ASSERT_TRUE(grads[1][k].defined()) << "input " << k;
+      EXPECT_LT(test::relative_error(grads[1][k], grads[0][k]), 1e-6) << "input " << k;
+    }
+  }
+}
+
 // Removes the CPU whole-sequence kernels while alive, so that the op runs its own step loop.
 class WithoutSequenceKernels {
  public:

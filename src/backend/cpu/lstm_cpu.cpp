@@ -10,7 +10,13 @@
 // over the threads instead. With AVX-512, float32 uses register-blocked GEMMs of its own that
 // fuse the cell (below); float64 and other CPUs call the BLAS per step.
 #include <cblas.h>
+// GCC 12 reports the intentionally undefined source operand of its own AVX-512 intrinsics as
+// "used uninitialized" (GCC bug 105593); the warnings point into the header, so silence them
+// there.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cmath>
@@ -89,15 +95,16 @@ void cell_forward_rows(T* a_all, const T* bias, const T* c_prev, T* c, T* h, T* 
 //   d(pre-act) of i = dc_total⊙g⊙i(1 − i),   of f = dc_total⊙c_prev⊙f(1 − f),
 //              of g = dc_total⊙i⊙(1 − g²),   of o = dh⊙τ⊙o(1 − o)
 //   dc_prev = dc_total⊙f   (written over dc).
-// Row r of dh_out is at dh_out + r·dh_out_ld. When db is given, the rows of d(pre-act) are
+// Row r of dh_out is at dh_out + r·dh_out_ld; that of d(pre-act) at da_rows + (r − r0)·4H (the
+// row range's own block). When db is given, the rows of d(pre-act) are
 // also added into it (the bias gradient is their sum over batch and steps).
 template <class T>
 void cell_backward_rows(const T* a_all, const T* c_prev, const T* c, const T* dh_out,
-                        int64_t dh_out_ld, const T* dh_next, T* dc, T* da_all, T* db, int64_t r0,
+                        int64_t dh_out_ld, const T* dh_next, T* dc, T* da_rows, T* db, int64_t r0,
                         int64_t r1, int64_t H) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* a = a_all + r * 4 * H;
-    T* da = da_all + r * 4 * H;
+    T* da = da_rows + (r - r0) * 4 * H;
     const T* cp = c_prev + r * H;
     const T* cr = c + r * H;
     const T* ho = dh_out + r * dh_out_ld;
@@ -188,7 +195,7 @@ void cell_backward_cpu(const Tensor& gates, const Tensor& c_prev, const Tensor& 
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* da = static_cast<T*>(dgates.data_ptr());
     parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
-      cell_backward_rows<T>(a, cp, cn, ho, H, hn, dcp, da, nullptr, r0, r1, H);
+      cell_backward_rows<T>(a, cp, cn, ho, H, hn, dcp, da + r0 * 4 * H, nullptr, r0, r1, H);
     });
   });
 }
@@ -439,29 +446,40 @@ void sequence_forward(const float* x, const float* w_ih, const float* w_hh, cons
   }
 }
 
-// Backward: dh_{t-1} = dA_t·W_hh ([rows, 4H]·[4H, H]). W_hh is packed in panels of 32 columns
-// (two zmm) of H, and a tile of up to 12 rows keeps 12 × 2 accumulators. Each tile first runs
-// the cell backward on its rows, so that the dA rows the GEMM reads are still in L1.
-constexpr int64_t kCols = 32;  // columns of H per backward panel
-constexpr int kRowsBwd = 12;   // batch rows per backward tile
+// Backward, per step and per thread on its rows, in tiles of up to 12 rows:
+//   the cell backward gives dA_t for the tile's rows (kept in a per-thread scratch),
+//   dh_{t-1} = dA_t·W_hh and dx_t = dA_t·W_ih for those rows while they are in L1
+//   (W_hh and W_ih packed in panels of 32 columns: 12 rows × 2 zmm accumulators);
+// then, over all the thread's rows of the step, the weight gradients are accumulated into
+// thread-private transposed partial sums, dW_hhᵀ += h_{t-1}ᵀ·dA_t and dW_ihᵀ += x_tᵀ·dA_t, while
+// dA_t is still in cache. dA is never written to memory as a whole.
+constexpr int64_t kCols = 32;  // output columns per backward panel (two zmm)
+constexpr int kRowsBwd = 12;   // rows per backward tile: 12 × 2 accumulators
 
-// W_hh [4H, H] -> panels [ceil(H/32)][4H][32]: panel v, row k holds W_hh[k, 32v + l] at l;
-// columns past H are zero.
-void pack_backward(const float* w, int64_t H, float* wp) {
-  int64_t panels = (H + kCols - 1) / kCols;
+// Masks for the two zmm of a 32-column panel starting `left` columns before the end.
+inline void panel_masks(int64_t left, __mmask16& m0, __mmask16& m1) {
+  m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+  m1 = left >= 32 ? __mmask16(0xFFFF)
+                  : (left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1));
+}
+
+// W [K, N] (row-major) -> panels [ceil(N/32)][K][32]: panel v, row k holds W[k, 32v + l] at l;
+// columns past N are zero.
+void pack_columns(const float* w, int64_t K, int64_t N, float* wp) {
+  int64_t panels = (N + kCols - 1) / kCols;
   for (int64_t v = 0; v < panels; ++v)
-    for (int64_t k = 0; k < 4 * H; ++k)
+    for (int64_t k = 0; k < K; ++k)
       for (int64_t l = 0; l < kCols; ++l) {
         int64_t j = v * kCols + l;
-        wp[(v * 4 * H + k) * kCols + l] = j < H ? w[k * H + j] : 0.0f;
+        wp[(v * K + k) * kCols + l] = j < N ? w[k * N + j] : 0.0f;
       }
 }
 
-// dh[r0 .. r0 + MR) = da[r0 .. r0 + MR)·W_hh, all columns.
+// dst[r·ld + j] = Σ_k a[r·K + k]·W[k, j] for r < MR, j < N (W packed by pack_columns).
 template <int MR>
-void backward_gemm_tile(const float* da, const float* wp, float* dh, int64_t H, int64_t r0) {
-  const int64_t K = 4 * H, panels = (H + kCols - 1) / kCols;
-  const float* a = da + r0 * K;
+void rows_times_packed(const float* a, int64_t K, const float* wp, int64_t N, float* dst,
+                       int64_t ld) {
+  const int64_t panels = (N + kCols - 1) / kCols;
   for (int64_t v = 0; v < panels; ++v) {
     __m512 acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -474,91 +492,182 @@ void backward_gemm_tile(const float* da, const float* wp, float* dh, int64_t H, 
         acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
       }
     }
-    int64_t j0 = v * kCols, left = H - j0;
-    __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    __mmask16 m1 = left >= 32 ? __mmask16(0xFFFF)
-                              : (left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1));
+    __mmask16 m0, m1;
+    panel_masks(N - v * kCols, m0, m1);
     for (int r = 0; r < MR; ++r) {
-      float* d = dh + (r0 + r) * H + j0;
+      float* d = dst + r * ld + v * kCols;
       _mm512_mask_storeu_ps(d, m0, acc[r][0]);
       _mm512_mask_storeu_ps(d + 16, m1, acc[r][1]);
     }
   }
 }
 
+// part[m, n] += Σ_{r < rows} src[r·lds + m]·da[r·G + n] for m in [m0, m0 + MR), n in
+// [n0, n0 + 32) ∩ [0, G): one register tile of a transposed weight gradient.
 template <int MR>
-void backward_gemm_tile_any(int mr, const float* da, const float* wp, float* dh, int64_t H,
-                            int64_t r0) {
-  if constexpr (MR > 0) {
-    if (mr == MR) return backward_gemm_tile<MR>(da, wp, dh, H, r0);
-    return backward_gemm_tile_any<MR - 1>(mr, da, wp, dh, H, r0);
+void accumulate_tile(const float* src, int64_t lds, const float* da, int64_t G, int64_t rows,
+                     float* part, int64_t m0, int64_t n0) {
+  __mmask16 k0, k1;
+  panel_masks(G - n0, k0, k1);
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = _mm512_maskz_loadu_ps(k0, part + (m0 + i) * G + n0);
+    acc[i][1] = _mm512_maskz_loadu_ps(k1, part + (m0 + i) * G + n0 + 16);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 b0 = _mm512_maskz_loadu_ps(k0, da + r * G + n0);
+    __m512 b1 = _mm512_maskz_loadu_ps(k1, da + r * G + n0 + 16);
+    const float* s = src + r * lds + m0;
+    for (int i = 0; i < MR; ++i) {
+      __m512 ai = _mm512_set1_ps(s[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_ps(part + (m0 + i) * G + n0, k0, acc[i][0]);
+    _mm512_mask_storeu_ps(part + (m0 + i) * G + n0 + 16, k1, acc[i][1]);
   }
 }
 
-// Everything one backward step needs.
+// Runs Fn<MR> for the compile-time MR equal to mr (1 <= mr <= kRowsBwd).
+template <int MR, class Fn>
+void with_rows(int mr, Fn&& fn) {
+  if constexpr (MR > 0) {
+    if (mr == MR) return fn(std::integral_constant<int, MR>{});
+    return with_rows<MR - 1>(mr, fn);
+  }
+}
+
+// part [M, G] += srcᵀ·da over `rows` rows (src rows lds apart, M columns used).
+void accumulate_transposed(const float* src, int64_t lds, int64_t M, const float* da, int64_t G,
+                           int64_t rows, float* part) {
+  for (int64_t n0 = 0; n0 < G; n0 += kCols)
+    for (int64_t m0 = 0; m0 < M; m0 += kRowsBwd)
+      with_rows<kRowsBwd>(int(std::min<int64_t>(kRowsBwd, M - m0)), [&](auto mr) {
+        accumulate_tile<decltype(mr)::value>(src, lds, da, G, rows, part, m0, n0);
+      });
+}
+
+// Everything one backward step needs (pointers to whole-batch arrays).
 struct BwdStep {
-  int64_t H, T, t;
-  const float* wp;      // packed W_hh (null: dh_{t-1} not needed)
+  int64_t H, I, T, t;
+  const float* wp_h;    // packed W_hh (null: dh_{t-1} not needed)
+  const float* wp_x;    // packed W_ih (null: dx not needed)
+  const float* x;       // [B, T, I]
+  const float* h_prev;  // [B, H]
   const float* gates;   // [B, 4H] activations
   const float* c_prev;  // [B, H]
   const float* c;       // [B, H]
   const float* dout;    // [B, T, H]
   float* dh;            // [B, H]: dh_t in, dh_{t-1} out
   float* dc;            // [B, H]
-  float* da;            // [B, 4H] out
-  float* db;            // [4H] partial bias gradient of this thread
+  float* dx;            // [B, T, I] or null
 };
 
-void backward_step_rows(const BwdStep& s, int64_t r0, int64_t r1) {
+// Per-thread accumulators and scratch.
+struct BwdThread {
+  float* da;     // [rows, 4H] scratch: dA_t of the thread's rows
+  float* db;     // [4H]
+  float* dwx_t;  // [I, 4H] (null: not needed)
+  float* dwh_t;  // [H, 4H] (null: not needed)
+};
+
+void backward_step_rows(const BwdStep& s, const BwdThread& w, int64_t r0, int64_t r1) {
+  const int64_t H = s.H, I = s.I, G = 4 * H;
   for (int64_t r = r0; r < r1; r += kRowsBwd) {
-    int64_t mr = std::min<int64_t>(kRowsBwd, r1 - r);
-    cell_backward_rows<float>(s.gates, s.c_prev, s.c, s.dout + s.t * s.H, s.T * s.H, s.dh, s.dc,
-                              s.da, s.db, r, r + mr, s.H);
-    if (s.wp) backward_gemm_tile_any<kRowsBwd>(int(mr), s.da, s.wp, s.dh, s.H, r);
+    int mr = int(std::min<int64_t>(kRowsBwd, r1 - r));
+    float* da = w.da + (r - r0) * G;
+    cell_backward_rows<float>(s.gates, s.c_prev, s.c, s.dout + s.t * H, s.T * H, s.dh, s.dc, da,
+                              w.db, r, r + mr, H);
+    with_rows<kRowsBwd>(mr, [&](auto m) {
+      constexpr int MR = decltype(m)::value;
+      if (s.wp_h) rows_times_packed<MR>(da, G, s.wp_h, H, s.dh + r * H, H);
+      if (s.wp_x) rows_times_packed<MR>(da, G, s.wp_x, I, s.dx + r * s.T * I + s.t * I, s.T * I);
+    });
   }
+  if (w.dwx_t)
+    accumulate_transposed(s.x + r0 * s.T * I + s.t * I, s.T * I, I, w.da, G, r1 - r0, w.dwx_t);
+  if (w.dwh_t) accumulate_transposed(s.h_prev + r0 * H, H, H, w.da, G, r1 - r0, w.dwh_t);
 }
 
-void sequence_backward(const float* w, const float* a, const float* c, const float* dout, float* dh,
-                       float* dc, float* da, float* db, int64_t T, int64_t B, int64_t H,
-                       bool need_dh0) {
-  int64_t panels = (H + kCols - 1) / kCols;
-  Tensor wp = workspace(panels * 4 * H * kCols);
-  pack_backward(w, H, wp.data<float>());
-  const int64_t ga = B * 4 * H, gh = B * H;
-  auto make = [&](int64_t t, float* dbp) {
-    return BwdStep{H,
-                   T,
-                   t,
-                   (t > 0 || need_dh0) ? wp.data<float>() : nullptr,
-                   a + t * ga,
-                   c + t * gh,
-                   c + (t + 1) * gh,
-                   dout,
-                   dh,
-                   dc,
-                   da + t * ga,
-                   dbp};
-  };
+void sequence_backward(const float* x, const float* w_ih, const float* w_hh, const float* a,
+                       const float* h, const float* c, const float* dout, float* dh, float* dc,
+                       bool need_dh0, float* dx, float* dw_ih, float* dw_hh, float* db, int64_t T,
+                       int64_t B, int64_t I, int64_t H) {
+  const int64_t G = 4 * H, ga = B * G, gh = B * H;
+  Tensor wph = workspace(((H + kCols - 1) / kCols) * G * kCols);
+  pack_columns(w_hh, G, H, wph.data<float>());
+  Tensor wpx;
+  if (dx) {
+    wpx = workspace(((I + kCols - 1) / kCols) * G * kCols);
+    pack_columns(w_ih, G, I, wpx.data<float>());
+  }
   int nt = batch_threads(B);
+  // Threads own either a batch shard for the whole sequence or, when the batch is too small to
+  // split, a share of every step's rows.
   int parts = nt > 1 ? nt : std::max(1, omp_get_max_threads());
-  std::vector<float> db_parts(size_t(parts) * 4 * H, 0.0f);
+  int64_t max_rows = nt > 1 ? (B + nt - 1) / nt : B;
+  const int64_t per_thread = max_rows * G + G + (dw_ih ? I * G : 0) + (dw_hh ? H * G : 0);
+  Tensor scratch = workspace(parts * per_thread);
+  auto thread_state = [&](int k) {
+    float* p = scratch.data<float>() + k * per_thread;
+    BwdThread w{p, p + max_rows * G, nullptr, nullptr};
+    float* q = w.db + G;
+    if (dw_ih) w.dwx_t = q, q += I * G;
+    if (dw_hh) w.dwh_t = q;
+    std::fill(w.db, w.db + (per_thread - max_rows * G), 0.0f);
+    return w;
+  };
+  auto make = [&](int64_t t) {
+    return BwdStep{.H = H,
+                   .I = I,
+                   .T = T,
+                   .t = t,
+                   .wp_h = (t > 0 || need_dh0) ? wph.data<float>() : nullptr,
+                   .wp_x = dx ? wpx.data<float>() : nullptr,
+                   .x = x,
+                   .h_prev = h + t * gh,
+                   .gates = a + t * ga,
+                   .c_prev = c + t * gh,
+                   .c = c + (t + 1) * gh,
+                   .dout = dout,
+                   .dh = dh,
+                   .dc = dc,
+                   .dx = dx};
+  };
   if (nt > 1) {
     over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
-      float* dbp = db_parts.data() + omp_get_thread_num() * 4 * H;
-      for (int64_t t = T - 1; t >= 0; --t) backward_step_rows(make(t, dbp), r0, r1);
+      BwdThread w = thread_state(omp_get_thread_num());
+      for (int64_t t = T - 1; t >= 0; --t) backward_step_rows(make(t), w, r0, r1);
     });
   } else {
-    for (int64_t t = T - 1; t >= 0; --t)
+    std::vector<BwdThread> ws;
+    for (int k = 0; k < parts; ++k) ws.push_back(thread_state(k));
+    for (int64_t t = T - 1; t >= 0; --t) {
+      BwdStep s = make(t);
       parallel_for(B, kRowsBwd, [&](int64_t r0, int64_t r1) {
-        float* dbp = db_parts.data() + (omp_in_parallel() ? omp_get_thread_num() : 0) * 4 * H;
-        backward_step_rows(make(t, dbp), r0, r1);
+        backward_step_rows(s, ws[omp_in_parallel() ? omp_get_thread_num() : 0], r0, r1);
       });
+    }
   }
-  for (int64_t j = 0; j < 4 * H; ++j) {
-    float sum = 0;
-    for (int k = 0; k < parts; ++k) sum += db_parts[size_t(k) * 4 * H + j];
-    db[j] = sum;
+  // Add up the threads' partial sums; the weight gradients are transposed on the way.
+  auto part = [&](int k) { return scratch.data<float>() + k * per_thread + max_rows * G; };
+  for (int64_t n = 0; db && n < G; ++n) {
+    float s = 0;
+    for (int k = 0; k < parts; ++k) s += part(k)[n];
+    db[n] = s;
   }
+  auto reduce_transposed = [&](int64_t offset, int64_t M, float* dst) {
+    for (int64_t n = 0; n < G; ++n)
+      for (int64_t m = 0; m < M; ++m) {
+        float s = 0;
+        for (int k = 0; k < parts; ++k) s += part(k)[offset + m * G + n];
+        dst[n * M + m] = s;
+      }
+  };
+  if (dw_ih) reduce_transposed(G, I, dw_ih);
+  if (dw_hh) reduce_transposed(G + (dw_ih ? I * G : 0), H, dw_hh);
 }
 
 }  // namespace avx512
@@ -616,64 +725,98 @@ void sequence_forward_cpu(const Tensor& x, const Tensor& w_ih, const Tensor& w_h
   });
 }
 
-void sequence_backward_cpu(const Tensor& w_hh, const Tensor& gates, const Tensor& cs,
-                           const Tensor& dout, Tensor& dh, Tensor& dc, Tensor& dgates,
-                           Tensor& dbias, bool need_dh0) {
-  const int64_t T = gates.size(0), B = gates.size(1), H = gates.size(2) / 4;
+void sequence_backward_cpu(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh,
+                           const Tensor& gates, const Tensor& hs, const Tensor& cs,
+                           const Tensor& dout, Tensor& dh, Tensor& dc, bool need_dh0, Tensor& dx,
+                           Tensor& dw_ih, Tensor& dw_hh, Tensor& dbias) {
+  const int64_t T = gates.size(0), B = gates.size(1), H = gates.size(2) / 4, I = x.size(2);
+  const int64_t G = 4 * H;
   dispatch_floating(gates.dtype(), "lstm_sequence_backward", [&](auto tag) {
     using T_ = decltype(tag);
-    const T_* w = static_cast<const T_*>(w_hh.data_ptr());
-    const T_* a = static_cast<const T_*>(gates.data_ptr());
-    const T_* c = static_cast<const T_*>(cs.data_ptr());
-    const T_* go = static_cast<const T_*>(dout.data_ptr());
-    T_* dhp = static_cast<T_*>(dh.data_ptr());
-    T_* dcp = static_cast<T_*>(dc.data_ptr());
-    T_* da = static_cast<T_*>(dgates.data_ptr());
+    auto in = [](const Tensor& t) { return static_cast<const T_*>(t.data_ptr()); };
+    auto opt = [](Tensor& t) { return t.defined() ? static_cast<T_*>(t.data_ptr()) : nullptr; };
+    const T_* xp = in(x);
+    const T_* wi = in(w_ih);
+    const T_* wh = in(w_hh);
+    const T_* a = in(gates);
+    const T_* h = in(hs);
+    const T_* c = in(cs);
+    const T_* go = in(dout);
+    T_* dhp = opt(dh);
+    T_* dcp = opt(dc);
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T_, float>) {
-      avx512::sequence_backward(w, a, c, go, dhp, dcp, da, static_cast<float*>(dbias.data_ptr()), T,
-                                B, H, need_dh0);
+      avx512::sequence_backward(xp, wi, wh, a, h, c, go, dhp, dcp, need_dh0, opt(dx), opt(dw_ih),
+                                opt(dw_hh), opt(dbias), T, B, I, H);
       return;
     }
 #endif
-    const int64_t ga = B * 4 * H, gh = B * H;
-    int nt = batch_threads(B);
-    // Per-shard partial sums of the bias gradient, added up at the end.
-    std::vector<T_> db_parts(size_t(nt) * 4 * H, T_(0));
+    // With the BLAS: the recurrence writes dA for every step; dx, the weight gradients and the
+    // bias gradient then come from a few large products over it.
+    Tensor da_buf = workspace(T * B * G, gates.dtype());
+    T_* da = da_buf.data<T_>();
+    const int64_t ga = B * G, gh = B * H;
     // Step t on rows [r0, r1): the cell, then dh_{t-1}[rows] = dA_t[rows]·W_hh (the cell has
     // already consumed dh_t[rows], so the GEMM may overwrite it).
-    auto step_rows = [&](int64_t t, int64_t r0, int64_t r1, T_* db) {
+    auto step_rows = [&](int64_t t, int64_t r0, int64_t r1) {
       cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * H, T * H, dhp, dcp,
-                             da + t * ga, db, r0, r1, H);
+                             da + t * ga + r0 * G, nullptr, r0, r1, H);
       if (t > 0 || need_dh0)
-        gemm_rows<T_>(r1 - r0, H, 4 * H, da + t * ga + r0 * 4 * H, 4 * H, w, false, H, T_(0),
-                      dhp + r0 * H, H);
+        gemm_rows<T_>(r1 - r0, H, G, da + t * ga + r0 * G, G, wh, false, H, T_(0), dhp + r0 * H, H);
     };
+    int nt = batch_threads(B);
     if (nt > 1) {
       over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
-        T_* db = db_parts.data() + omp_get_thread_num() * 4 * H;
-        for (int64_t t = T - 1; t >= 0; --t) step_rows(t, r0, r1, db);
+        for (int64_t t = T - 1; t >= 0; --t) step_rows(t, r0, r1);
       });
     } else {
-      // The cell runs on the pool's threads (each with its own bias partial sums), the GEMM
-      // on the BLAS's.
-      nt = std::max(1, omp_get_max_threads());
-      db_parts.assign(size_t(nt) * 4 * H, T_(0));
       for (int64_t t = T - 1; t >= 0; --t) {
         parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
-          T_* db = db_parts.data() + (omp_in_parallel() ? omp_get_thread_num() : 0) * 4 * H;
           cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * H, T * H, dhp,
-                                 dcp, da + t * ga, db, r0, r1, H);
+                                 dcp, da + t * ga + r0 * G, nullptr, r0, r1, H);
         });
-        if (t > 0 || need_dh0)
-          gemm_rows<T_>(B, H, 4 * H, da + t * ga, 4 * H, w, false, H, T_(0), dhp, H);
+        if (t > 0 || need_dh0) gemm_rows<T_>(B, H, G, da + t * ga, G, wh, false, H, T_(0), dhp, H);
       }
     }
-    T_* dbo = static_cast<T_*>(dbias.data_ptr());
-    for (int64_t j = 0; j < 4 * H; ++j) {
-      T_ s = 0;
-      for (int k = 0; k < nt; ++k) s += db_parts[size_t(k) * 4 * H + j];
-      dbo[j] = s;
+    // dx[b, t] = dA_t[b]·W_ih, one GEMM per step writing the batch-first rows (T·I apart).
+    if (T_* dxp = opt(dx))
+      for (int64_t t = 0; t < T; ++t)
+        gemm_rows<T_>(B, I, G, da + t * ga, G, wi, false, I, T_(0), dxp + t * I, T * I);
+    // [dW_ih | dW_hh]ᵀ = [x_t | h_{t-1}]ᵀ·dA over all rows (t, b): one GEMM on a time-major copy
+    // of the rows [x_t | h_{t-1}].
+    T_* dwi = opt(dw_ih);
+    T_* dwh = opt(dw_hh);
+    if (dwi || dwh) {
+      const int64_t K = I + H;
+      Tensor xh_buf = workspace(T * B * K, gates.dtype());
+      Tensor dwt_buf = workspace(K * G, gates.dtype());
+      T_* xh = xh_buf.data<T_>();
+      T_* dwt = dwt_buf.data<T_>();
+      parallel_for(T * B, 64, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {  // row q = t·B + b
+          int64_t t = q / B, b = q % B;
+          std::copy(xp + (b * T + t) * I, xp + (b * T + t + 1) * I, xh + q * K);
+          std::copy(h + q * H, h + (q + 1) * H, xh + q * K + I);
+        }
+      });
+      if constexpr (std::is_same_v<T_, float>)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0f, xh,
+                    int(K), da, int(G), 0.0f, dwt, int(G));
+      else
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0, xh,
+                    int(K), da, int(G), 0.0, dwt, int(G));
+      for (int64_t n = 0; n < G; ++n) {
+        if (dwi)
+          for (int64_t m = 0; m < I; ++m) dwi[n * I + m] = dwt[m * G + n];
+        if (dwh)
+          for (int64_t m = 0; m < H; ++m) dwh[n * H + m] = dwt[(I + m) * G + n];
+      }
+    }
+    // The bias gradient: column sums of dA.
+    if (T_* db = opt(dbias)) {
+      std::fill(db, db + G, T_(0));
+      for (int64_t q = 0; q < T * B; ++q)
+        for (int64_t n = 0; n < G; ++n) db[n] += da[q * G + n];
     }
   });
 }

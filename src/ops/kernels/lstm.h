@@ -38,14 +38,15 @@ FREIGHT_KERNEL(lstm_sequence_forward,
                void(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& bias,
                     Tensor& gates, Tensor& hs, Tensor& cs, Tensor& output, bool h0_zero));
 
-// Optional: the whole backward recurrence, steps T-1 down to 0. dout [B, T, H]: gradient of the
+// Optional: the whole backward pass of the layer, steps T-1 down to 0. x, w_ih, w_hh as given to
+// the forward (packed); gates, hs, cs as the forward left them. dout [B, T, H]: gradient of the
 // output (batch-first, as the op receives it). dh [B, H]: in, the gradient of h_n; out, that of
 // h0 when need_dh0 (unspecified otherwise). dc [B, H]: in, the gradient of c_n; out, that of c0.
-// dgates [T, B, 4H] out: the gradients of every step's gate pre-activations (from which the op
-// takes the weight and input gradients with a few large GEMMs); dbias [4H] out: their sum over
-// steps and batch (the gradient of b_ih and of b_hh).
+// Outputs, each written only when defined (the op allocates those it needs): dx [B, T, I],
+// dw_ih [4H, I], dw_hh [4H, H], dbias [4H] (the gradient of b_ih and of b_hh alike).
 FREIGHT_KERNEL(lstm_sequence_backward,
-               void(const Tensor& w_hh, const Tensor& gates, const Tensor& cs, const Tensor& dout,
-                    Tensor& dh, Tensor& dc, Tensor& dgates, Tensor& dbias, bool need_dh0));
+               void(const Tensor& x, const Tensor& w_ih, const Tensor& w_hh, const Tensor& gates,
+                    const Tensor& hs, const Tensor& cs, const Tensor& dout, Tensor& dh, Tensor& dc,
+                    bool need_dh0, Tensor& dx, Tensor& dw_ih, Tensor& dw_hh, Tensor& dbias));
 
 }  // namespace freight::kernels
