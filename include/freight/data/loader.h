@@ -1,0 +1,54 @@
+// Batches from a Dataset: seeded shuffling (the order of epoch e is a pure function of the
+// seed and e, so a resumed run sees the same batches), uint8 → float normalisation, and a
+// background thread that prepares the next batches while the current one trains.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "freight/data/dataset.h"
+#include "freight/device.h"
+
+namespace freight::data {
+
+struct Batch {
+  Tensor inputs;  // float32 [B, ...] on the loader's device
+  Tensor labels;  // int64 [B]
+  int64_t index = 0;  // batch number within the epoch
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  // inputs are mapped as (pixel / 255 − mean) / std for uint8 data, (x − mean) / std for float.
+  double mean = 0.0;
+  double std = 1.0;
+  int prefetch = 2;  // batches prepared ahead by the background thread (0: none, synchronous)
+  Device device = Device::cpu();
+  // Allocates the host staging tensor of a batch (the GPU backend passes a pinned-memory
+  // allocator here so host-to-device copies can run asynchronously). Default: Tensor::empty.
+  std::function<Tensor(const Shape&, DType)> host_alloc;
+};
+
+class Loader {
+ public:
+  Loader(const Dataset& dataset, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Starts epoch `epoch` (0-based): fixes its order and starts prefetching.
+  void start_epoch(int64_t epoch);
+  // The next batch of the current epoch; false at its end.
+  bool next(Batch& batch);
+  int64_t num_batches() const;
+  int64_t num_samples() const;
+  const LoaderOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace freight::data

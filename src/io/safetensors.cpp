@@ -1,0 +1,216 @@
+#include "freight/io/safetensors.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "freight/error.h"
+
+namespace freight::io {
+
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Headers are a few kB for real models; anything near this is a corrupt length field.
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+  }
+  return "?";
+}
+
+bool parse_st_dtype(const std::string& s, DType* t) {
+  static const std::pair<const char*, DType> known[] = {
+      {"F32", DType::F32}, {"F64", DType::F64}, {"BF16", DType::BF16},
+      {"I32", DType::I32}, {"I64", DType::I64}, {"U8", DType::U8}};
+  for (auto& [name, dt] : known)
+    if (s == name) {
+      *t = dt;
+      return true;
+    }
+  return false;
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    FREIGHT_CHECK(w > 0, fmt::format("writing checkpoint '{}' failed: {}", path,
+                                     std::strerror(errno)));
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<Tensor> host;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    FREIGHT_CHECK(t.defined(), fmt::format("checkpoint '{}': tensor '{}' is undefined", path,
+                                           name));
+    FREIGHT_CHECK(!header.contains(name) && name != "__metadata__",
+                  fmt::format("checkpoint '{}': tensor name '{}' appears twice", path, name));
+    Tensor h = t.detach().to(Device::cpu()).contiguous();
+    uint64_t bytes = h.nbytes();
+    header[name] = {{"dtype", st_dtype(h.dtype())},
+                    {"shape", h.shape()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    host.push_back(h);
+  }
+  std::string text = header.dump();
+  // Pad the header with spaces to a multiple of 8 so the data that follows is 8-byte aligned.
+  while ((text.size() + 8) % 8 != 0) text.push_back(' ');
+  uint64_t n = text.size();
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
+
+  fs::path target(path);
+  fs::path tmp = target;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  FREIGHT_CHECK(fd >= 0, fmt::format("cannot write checkpoint '{}': {}", tmp.string(),
+                                     std::strerror(errno)));
+  try {
+    write_all(fd, len, 8, path);
+    write_all(fd, text.data(), text.size(), path);
+    for (const Tensor& h : host)
+      if (h.numel() > 0) write_all(fd, h.data_ptr(), h.nbytes(), path);
+    FREIGHT_CHECK(::fsync(fd) == 0, fmt::format("fsync of checkpoint '{}' failed: {}", path,
+                                                std::strerror(errno)));
+  } catch (...) {
+    ::close(fd);
+    fs::remove(tmp);
+    throw;
+  }
+  ::close(fd);
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", path, ec.message()));
+  }
+  fsync_dir(target.parent_path());
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FREIGHT_CHECK(in.good(), fmt::format("cannot open checkpoint '{}': {}", path,
+                                       fs::exists(path) ? "unreadable" : "no such file"));
+  uint64_t file_size = fs::file_size(path);
+  FREIGHT_CHECK(file_size >= 8, fmt::format("checkpoint '{}' is truncated: {} bytes, shorter than "
+                                            "the 8-byte header length",
+                                            path, file_size));
+  uint8_t len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
+  FREIGHT_CHECK(n <= kMaxHeaderBytes && n <= file_size - 8,
+                fmt::format("checkpoint '{}' declares a {}-byte header but the file holds {} "
+                            "bytes: truncated or not a safetensors file",
+                            path, n, file_size));
+  std::string text(n, '\0');
+  in.read(text.data(), std::streamsize(n));
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("checkpoint '{}': its header is not valid JSON ({})", path, e.what()));
+  }
+  FREIGHT_CHECK(header.is_object(), fmt::format("checkpoint '{}': header is not a JSON object",
+                                                path));
+  uint64_t data_size = file_size - 8 - n;
+
+  SafetensorsFile out;
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      FREIGHT_CHECK(it->is_object(), fmt::format("checkpoint '{}': __metadata__ is not an object",
+                                                 path));
+      for (auto m = it->begin(); m != it->end(); ++m)
+        out.metadata[m.key()] = m->is_string() ? m->get<std::string>() : m->dump();
+      continue;
+    }
+    const json& e = *it;
+    auto bad = [&](const std::string& what) {
+      return Error(fmt::format("checkpoint '{}': tensor '{}': {}", path, it.key(), what));
+    };
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
+        !e.contains("data_offsets"))
+      throw bad("entry needs dtype, shape and data_offsets");
+    Entry en;
+    en.name = it.key();
+    if (!e["dtype"].is_string() || !parse_st_dtype(e["dtype"].get<std::string>(), &en.dtype))
+      throw bad(fmt::format("unsupported dtype {}", e["dtype"].dump()));
+    if (!e["shape"].is_array()) throw bad("shape is not a list");
+    for (const json& d : e["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw bad("shape holds a non-size");
+      en.shape.push_back(d.get<int64_t>());
+    }
+    const json& off = e["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      throw bad("data_offsets is not [begin, end]");
+    en.begin = off[0].get<uint64_t>();
+    en.end = off[1].get<uint64_t>();
+    if (en.begin > en.end || en.end > data_size)
+      throw bad(fmt::format("data [{}, {}) lies outside the {} bytes of data: the file is "
+                            "truncated or corrupt",
+                            en.begin, en.end, data_size));
+    uint64_t want = uint64_t(shape_numel(en.shape)) * dtype_size(en.dtype);
+    if (en.end - en.begin != want)
+      throw bad(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}",
+                            shape_str(en.shape), dtype_name(en.dtype), want, en.end - en.begin));
+    entries.push_back(std::move(en));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < entries.size(); ++i)
+    FREIGHT_CHECK(entries[i].begin >= entries[i - 1].end,
+                  fmt::format("checkpoint '{}': tensors '{}' and '{}' overlap", path,
+                              entries[i - 1].name, entries[i].name));
+  for (const Entry& en : entries) {
+    Tensor t = Tensor::empty(en.shape, en.dtype);
+    in.seekg(std::streamoff(8 + n + en.begin));
+    in.read(static_cast<char*>(t.data_ptr()), std::streamsize(en.end - en.begin));
+    FREIGHT_CHECK(in.good() || en.end == en.begin,
+                  fmt::format("checkpoint '{}': reading tensor '{}' failed", path, en.name));
+    out.tensors.emplace_back(en.name, t);
+  }
+  return out;
+}
+
+}  // namespace freight::io

@@ -1,0 +1,142 @@
+// The IDX reader against good and broken files: every failure is a freight::Error naming the
+// file, never a crash.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "freight/data/dataset.h"
+#include "freight/freight.h"
+
+namespace freight::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+class IdxFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("freight_idx_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::vector<uint8_t> header(uint8_t type, const std::vector<uint32_t>& dims) {
+    std::vector<uint8_t> h{0, 0, type, uint8_t(dims.size())};
+    for (uint32_t d : dims)
+      for (int s = 24; s >= 0; s -= 8) h.push_back(uint8_t(d >> s));
+    return h;
+  }
+  std::string write(const std::string& name, const std::vector<uint8_t>& bytes, bool gz = false) {
+    std::string p = (dir_ / name).string();
+    if (gz) {
+      gzFile f = gzopen(p.c_str(), "wb");
+      gzwrite(f, bytes.data(), unsigned(bytes.size()));
+      gzclose(f);
+    } else {
+      std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                               std::streamsize(bytes.size()));
+    }
+    return p;
+  }
+  std::string images(uint32_t n, bool gz = false) {
+    std::vector<uint8_t> b = header(0x08, {n, 2, 3});
+    for (uint32_t i = 0; i < n * 6; ++i) b.push_back(uint8_t(i * 7));
+    return write(gz ? "img.gz" : "img", b, gz);
+  }
+  std::string labels(const std::vector<uint8_t>& l) {
+    std::vector<uint8_t> b = header(0x08, {uint32_t(l.size())});
+    b.insert(b.end(), l.begin(), l.end());
+    return write("lab", b);
+  }
+  // Expects an Error whose message names `file` and contains `fragment`.
+  static void expect_error(const std::function<void()>& f, const std::string& file,
+                           const std::string& fragment) {
+    try {
+      f();
+      FAIL() << "expected an error mentioning " << fragment;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find(file), std::string::npos) << m;
+      EXPECT_NE(m.find(fragment), std::string::npos) << m;
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(IdxFiles, ReadsPlainAndGzip) {
+  for (bool gz : {false, true}) {
+    IdxArray a = read_idx(images(4, gz));
+    EXPECT_EQ(a.dims, (Shape{4, 2, 3}));
+    ASSERT_EQ(a.data.size(), 24u);
+    EXPECT_EQ(a.data[5], uint8_t(35));
+  }
+  Dataset d = load_idx(images(3), labels({1, 9, 0}), 10, "tiny");
+  EXPECT_EQ(d.size(), 3);
+  EXPECT_EQ(d.sample_shape(), (Shape{2, 3}));
+  EXPECT_EQ(d.labels.to_int_vector(), (std::vector<int64_t>{1, 9, 0}));
+  EXPECT_EQ(d.inputs.dtype(), DType::U8);
+}
+
+TEST_F(IdxFiles, MissingFile) {
+  std::string p = (dir_ / "nope").string();
+  expect_error([&] { read_idx(p); }, p, "does not exist");
+}
+
+TEST_F(IdxFiles, TruncatedMagic) {
+  std::string p = write("short", {0, 0});
+  expect_error([&] { read_idx(p); }, p, "truncated");
+}
+
+TEST_F(IdxFiles, WrongMagic) {
+  std::string p = write("magic", {0x50, 0x4b, 3, 4, 0, 0, 0, 0});
+  expect_error([&] { read_idx(p); }, p, "bad magic");
+  std::string q = write("type", header(0x0D, {1}));
+  expect_error([&] { read_idx(q); }, q, "element type");
+}
+
+TEST_F(IdxFiles, TruncatedHeaderAndData) {
+  std::vector<uint8_t> h = header(0x08, {10, 28, 28});
+  std::string p = write("head", std::vector<uint8_t>(h.begin(), h.begin() + 9));
+  expect_error([&] { read_idx(p); }, p, "truncated inside its header");
+  h.resize(h.size() + 100);
+  std::string q = write("data", h);
+  expect_error([&] { read_idx(q); }, q, "truncated");
+}
+
+TEST_F(IdxFiles, TrailingBytesMeanWrongCounts) {
+  std::vector<uint8_t> b = header(0x08, {2});
+  b.insert(b.end(), {1, 2, 3});
+  std::string p = write("extra", b);
+  expect_error([&] { read_idx(p); }, p, "bytes after");
+}
+
+TEST_F(IdxFiles, OversizedHeader) {
+  std::string p = write("huge", header(0x08, {0xFFFFFFFF, 0xFFFF, 0xFFFF}));
+  expect_error([&] { read_idx(p); }, p, "GiB");
+}
+
+TEST_F(IdxFiles, CountMismatchAndLabelRange) {
+  std::string img = images(3);
+  std::string lab = labels({1, 2});
+  expect_error([&] { load_idx(img, lab); }, lab, "3 images");
+  std::string bad = labels({1, 12, 0});
+  expect_error([&] { load_idx(img, bad); }, bad, "label 12 at index 1");
+}
+
+TEST(FashionMnist, DebianPackageLoads) {
+  std::string dir = default_data_dir("fashion-mnist");
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " missing (install dataset-fashion-mnist)";
+  Dataset test = load_mnist_layout(dir, "test", "fashion-mnist");
+  EXPECT_EQ(test.size(), 10000);
+  EXPECT_EQ(test.sample_shape(), (Shape{28, 28}));
+  std::vector<int64_t> counts(10, 0);
+  for (int64_t l : test.labels.to_int_vector()) counts[l]++;
+  for (int64_t c : counts) EXPECT_EQ(c, 1000) << "Fashion-MNIST's test set is balanced";
+}
+
+}  // namespace
+}  // namespace freight::data

@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "freight/data/loader.h"
+#include "freight/freight.h"
+
+namespace freight::data {
+namespace {
+
+Dataset numbered(int64_t n) {
+  // Sample i is a 1x2 "image" of pixels (i, 255) with label i % 10.
+  Dataset d;
+  d.name = "numbered";
+  d.num_classes = 10;
+  d.inputs = Tensor::empty({n, 1, 2}, DType::U8);
+  std::vector<int64_t> labels(n);
+  for (int64_t i = 0; i < n; ++i) {
+    d.inputs.data<uint8_t>()[2 * i] = uint8_t(i);
+    d.inputs.data<uint8_t>()[2 * i + 1] = 255;
+    labels[i] = i % 10;
+  }
+  d.labels = Tensor::from_vector(labels, {n});
+  return d;
+}
+
+std::vector<int64_t> epoch_order(Loader& loader, int64_t epoch) {
+  loader.start_epoch(epoch);
+  std::vector<int64_t> ids;
+  Batch b;
+  while (loader.next(b)) {
+    std::vector<float> x = b.inputs.to_float_vector();
+    for (size_t i = 0; i < x.size(); i += 2) ids.push_back(int64_t(std::lround(x[i] * 255)));
+  }
+  return ids;
+}
+
+TEST(Loader, EveryEpochIsAPermutationAndSeedsReproduce) {
+  Dataset d = numbered(103);
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = 5;
+  Loader a(d, o), b(d, o);
+  EXPECT_EQ(a.num_batches(), 11);
+  std::vector<int64_t> e0 = epoch_order(a, 0), e1 = epoch_order(a, 1);
+  ASSERT_EQ(e0.size(), 103u);
+  EXPECT_EQ(std::set<int64_t>(e0.begin(), e0.end()).size(), 103u);
+  EXPECT_NE(e0, e1) << "epochs are shuffled differently";
+  EXPECT_EQ(epoch_order(b, 1), e1) << "the order of an epoch depends only on (seed, epoch)";
+  std::vector<int64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(e0, sorted);
+}
+
+TEST(Loader, NormalisesAndKeepsLabelsAligned) {
+  Dataset d = numbered(20);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.mean = 0.5;
+  o.std = 0.25;
+  o.drop_last = true;
+  Loader l(d, o);
+  EXPECT_EQ(l.num_batches(), 2);
+  l.start_epoch(0);
+  Batch b;
+  int batches = 0;
+  while (l.next(b)) {
+    ++batches;
+    EXPECT_EQ(b.inputs.shape(), (Shape{8, 1, 2}));
+    std::vector<float> x = b.inputs.to_float_vector();
+    std::vector<int64_t> y = b.labels.to_int_vector();
+    for (int i = 0; i < 8; ++i) {
+      double pixel = x[2 * i] * 0.25 + 0.5;  // undo the normalisation
+      int64_t id = std::lround(pixel * 255);
+      EXPECT_EQ(y[i], id % 10);
+      EXPECT_NEAR(x[2 * i + 1], (1.0 - 0.5) / 0.25, 1e-5);
+    }
+  }
+  EXPECT_EQ(batches, 2);
+}
+
+TEST(Loader, SynchronousModeMatchesPrefetch) {
+  Dataset d = numbered(37);
+  LoaderOptions o;
+  o.batch_size = 6;
+  o.seed = 9;
+  Loader a(d, o);
+  o.prefetch = 0;
+  Loader b(d, o);
+  EXPECT_EQ(epoch_order(a, 3), epoch_order(b, 3));
+}
+
+TEST(Loader, BadOptionsAreClearErrors) {
+  Dataset d = numbered(5);
+  LoaderOptions o;
+  o.batch_size = 0;
+  EXPECT_THROW(Loader(d, o), Error);
+  o.batch_size = 10;
+  o.drop_last = true;
+  EXPECT_THROW(Loader(d, o), Error);
+}
+
+}  // namespace
+}  // namespace freight::data
