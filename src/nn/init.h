@@ -1,6 +1,7 @@
 // Default initialisation helpers of the layers. Internal.
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "freight/tensor.h"
 

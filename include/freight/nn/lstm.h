@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "freight/nn/module.h"
 
@@ -35,6 +36,7 @@ class LSTM : public Module {
  private:
   void check_input(const Shape& in) const;
   int64_t input_, hidden_, layers_;
+  std::vector<Tensor> w_ih_, w_hh_, b_ih_, b_hh_;  // per layer
   Tensor h_n_, c_n_;
 };
 
