@@ -1,4 +1,4 @@
-// Parameter-free layers: activations, Flatten, LastStep.
+// Parameter-free layers: activations, Flatten, Reshape, LastStep.
 #include <fmt/format.h>
 
 #include "freight/error.h"
@@ -56,6 +56,38 @@ Shape Flatten::output_shape(const Shape& in) const {
 
 Tensor Flatten::forward(const Tensor& x) {
   return flatten(x, start_, end_);
+}
+
+// ---------------------------------------------------------------- Reshape
+Reshape::Reshape(Shape shape) : Module("Reshape"), shape_(std::move(shape)) {
+  int unknown = 0;
+  for (int64_t d : shape_) {
+    FREIGHT_CHECK(d > 0 || d == -1,
+                  fmt::format("Reshape: invalid target shape {}", shape_str(shape_)));
+    unknown += d == -1;
+  }
+  FREIGHT_CHECK(unknown <= 1, fmt::format("Reshape: more than one -1 in {}", shape_str(shape_)));
+}
+
+std::string Reshape::describe() const {
+  return fmt::format("Reshape({})", shape_str(shape_));
+}
+
+Shape Reshape::output_shape(const Shape& in) const {
+  FREIGHT_CHECK(!in.empty(), fmt::format("{}: needs a batch dimension, got a scalar", describe()));
+  int64_t per_sample = in[0] > 0 ? shape_numel(in) / in[0] : 0, known = 1;
+  for (int64_t d : shape_)
+    if (d > 0) known *= d;
+  Shape out{in[0]};
+  for (int64_t d : shape_) out.push_back(d == -1 && known > 0 ? per_sample / known : d);
+  FREIGHT_CHECK(shape_numel(out) == shape_numel(in),
+                fmt::format("{}: cannot reshape {} ({} values per sample)", describe(),
+                            shape_str(in), per_sample));
+  return out;
+}
+
+Tensor Reshape::forward(const Tensor& x) {
+  return reshape(x, output_shape(x.shape()));
 }
 
 // ---------------------------------------------------------------- LastStep

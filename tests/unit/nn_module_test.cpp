@@ -211,6 +211,15 @@ TEST(NnModule, OutputShapesAndFlops) {
   EXPECT_EQ(flat.output_shape({2, 3, 4, 5}), (Shape{2, 60}));
   EXPECT_EQ(flat(Tensor::zeros({2, 3, 4, 5})).shape(), (Shape{2, 60}));
   EXPECT_EQ(Flatten(0, 1).output_shape({2, 3, 4}), (Shape{6, 4}));
+  Reshape rows({28, 28});
+  EXPECT_EQ(rows.output_shape({5, 1, 28, 28}), (Shape{5, 28, 28}));
+  EXPECT_EQ(rows(Tensor::zeros({5, 1, 28, 28})).shape(), (Shape{5, 28, 28}));
+  EXPECT_EQ(Reshape({-1, 4}).output_shape({3, 2, 8}), (Shape{3, 4, 4}));
+  expect_error_mentions(
+      [&] {
+        rows.output_shape({5, 1, 28, 27});
+      },
+      {"Reshape([28, 28])", "[5, 1, 28, 27]"});
   LastStep last;
   EXPECT_EQ(last.output_shape({2, 7, 5}), (Shape{2, 5}));
   Tensor seq = Tensor::normal({2, 3, 4});

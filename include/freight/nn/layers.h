@@ -184,6 +184,19 @@ class Flatten : public Module {
   int64_t start_, end_;
 };
 
+// Reshapes each sample, keeping the batch dimension: [B, ...] -> [B, shape...] (one entry of
+// `shape` may be -1). For model files that reshape, e.g. an image's rows into a sequence.
+class Reshape : public Module {
+ public:
+  explicit Reshape(Shape shape);
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+  Shape output_shape(const Shape& in) const override;
+
+ private:
+  Shape shape_;
+};
+
 // Lookup table: int64 indices of any shape -> [..., dim]. weight [num, dim] ~ N(0, 1).
 class Embedding : public Module {
  public:
