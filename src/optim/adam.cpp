@@ -36,6 +36,7 @@ void Adam::step() {
   cfg.decoupled = decoupled_;
   kernels::adam_step(b.params[0].device().type, b.params, b.grads, b.buffers[0], b.buffers[1],
                      b.steps, cfg);
+  commit(b);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,

@@ -69,7 +69,7 @@ Optimizer::Batch Optimizer::gather(bool with_buffers) {
     b.grads.push_back(g.is_contiguous() ? g : g.detach().contiguous());
     uint8_t fresh = 0;
     for (size_t kind = 0; kind < b.buffers.size(); ++kind) {
-      Tensor& buf = buffers_[kind][i];
+      Tensor buf = buffers_[kind][i];
       if (!buf.defined()) {
         buf = Tensor::zeros(p.shape(), p.dtype(), p.device());
         fresh = 1;
@@ -83,9 +83,17 @@ Optimizer::Batch Optimizer::gather(bool with_buffers) {
       b.buffers[kind].push_back(buf);
     }
     b.fresh.push_back(fresh);
-    b.steps.push_back(++steps_[i]);
+    b.steps.push_back(steps_[i] + 1);
   }
   return b;
+}
+
+void Optimizer::commit(const Batch& b) {
+  for (size_t k = 0; k < b.index.size(); ++k) {
+    steps_[b.index[k]] = b.steps[k];
+    for (size_t kind = 0; kind < b.buffers.size(); ++kind)
+      buffers_[kind][b.index[k]] = b.buffers[kind][k];
+  }
 }
 
 // ---------------------------------------------------------------- state

@@ -34,6 +34,7 @@ void SGD::step() {
   static const std::vector<Tensor> none;
   kernels::sgd_step(b.params[0].device().type, b.params, b.grads,
                     b.buffers.empty() ? none : b.buffers[0], b.fresh, cfg);
+  commit(b);
 }
 
 }  // namespace freight::optim

@@ -282,11 +282,12 @@ TEST(Optim, LoadStateErrorsNameKeyAndShapes) {
 }
 
 TEST(Optim, LearningRateAndGradientMismatch) {
-  Tensor p = param({1, 2});
-  SGD opt({p}, 0.1);
+  Tensor good = param({3}), p = param({1, 2});
+  SGD opt({good, p}, 0.1, 0.9);
   opt.set_lr(0.5);
   EXPECT_EQ(opt.lr(), 0.5);
   EXPECT_THROW(opt.set_lr(-1), Error);
+  set_grad(good, {1});
   p.set_grad(Tensor::zeros({2}, DType::F32));
   try {
     opt.step();
@@ -294,6 +295,9 @@ TEST(Optim, LearningRateAndGradientMismatch) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("float32"), std::string::npos) << e.what();
   }
+  // The failed step changed nothing, not even for the parameter before the bad one.
+  EXPECT_EQ(opt.state().size(), 1u) << "only lr";
+  EXPECT_EQ(good.item(), 3.0);
 }
 
 TEST(Optim, TrainsALinearModelOnAQuadratic) {

@@ -51,8 +51,9 @@ class Optimizer {
             std::vector<std::string> buffer_names);
 
   // The parameters with a gradient, checked (contiguous, same device and dtype as their
-  // gradient), with their indices, packed gradients, and each state buffer created as zeros when
-  // missing (fresh[k] = 1 marks that).
+  // gradient), with their indices, packed gradients, and each state buffer (created as zeros when
+  // missing: fresh[k] = 1 marks that). Nothing is recorded until commit(), called once the
+  // update kernel has run, so a step that throws leaves the state as it was.
   struct Batch {
     std::vector<size_t> index;
     std::vector<Tensor> params, grads;
@@ -61,6 +62,7 @@ class Optimizer {
     std::vector<int64_t> steps;  // step count of each parameter including this update
   };
   Batch gather(bool with_buffers);
+  void commit(const Batch& b);
 
   std::string name_;
   std::vector<Tensor> params_;
