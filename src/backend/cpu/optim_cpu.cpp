@@ -81,25 +81,31 @@ void adam_range(T* p, const T* g, T* m, T* v, int64_t t, int64_t b, int64_t e,
                 const AdamConfig& c) {
   // Bias corrections: m and v start at 0, so after t updates E[m] = (1 − β1ᵗ)·E[g]; dividing by
   // 1 − β1ᵗ (and √(1 − β2ᵗ) for √v) removes that shrinkage. Folded into the step size and the
-  // denominator as PyTorch does: p −= (lr / bc1) · m / (√v / √bc2 + ε).
-  double bc1 = 1.0 - std::pow(c.beta1, double(t));
-  double bc2 = 1.0 - std::pow(c.beta2, double(t));
+  // denominator in PyTorch's order of operations:
+  //   m = lerp(m, g, 1 − β1);  v = β2·v + (1 − β2)·g·g
+  //   p = p − (lr / bc1) · (m / (√v / √bc2 + ε))
+  const double bc1 = 1.0 - std::pow(c.beta1, double(t));
+  const double bc2 = 1.0 - std::pow(c.beta2, double(t));
   const T step_size = T(c.lr / bc1);
-  const T inv_bc2_sqrt = T(1.0 / std::sqrt(bc2));
-  const T b1 = T(c.beta1), b2 = T(c.beta2), one_b1 = T(1 - c.beta1), one_b2 = T(1 - c.beta2);
+  const T bc2_sqrt = T(std::sqrt(bc2));
+  const T b2 = T(c.beta2), w1 = T(1 - c.beta1), one_b2 = T(1 - c.beta2);
   const T eps = T(c.eps), wd = T(c.weight_decay);
   const T shrink = T(1.0 - c.lr * c.weight_decay);  // AdamW's decoupled decay factor
   const bool l2 = !c.decoupled && c.weight_decay != 0;
   const bool decoupled = c.decoupled && c.weight_decay != 0;
+  // lerp(a, b, w) = a + w·(b − a), computed from the nearer end as PyTorch does (w < 0.5 in the
+  // usual case β1 > 0.5).
+  const bool low = c.beta1 > 0.5;
 #pragma omp simd
   for (int64_t i = b; i < e; ++i) {
     T pi = decoupled ? p[i] * shrink : p[i];
     T gi = l2 ? g[i] + wd * pi : g[i];
-    T mi = b1 * m[i] + one_b1 * gi;
+    T mi = low ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (T(1) - w1);
     T vi = b2 * v[i] + one_b2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi - step_size * mi / (std::sqrt(vi) * inv_bc2_sqrt + eps);
+    T denom = std::sqrt(vi) / bc2_sqrt + eps;
+    p[i] = pi - step_size * (mi / denom);
   }
 }
 
