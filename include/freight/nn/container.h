@@ -1,0 +1,38 @@
+// Containers: Sequential (children "0", "1", ... applied in order) and Residual
+// (body(x) + shortcut(x), children "body" and "shortcut").
+#pragma once
+#include <initializer_list>
+#include <string>
+
+#include "freight/nn/module.h"
+
+namespace freight::nn {
+
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  Sequential(std::initializer_list<ModulePtr> modules);
+  Sequential& push_back(ModulePtr module);  // registered as child "<size()>"
+  size_t size() const { return named_children().size(); }
+  const ModulePtr& operator[](size_t i) const;
+  Tensor forward(const Tensor& x) override;
+  Shape output_shape(const Shape& in) const override;  // through every child in turn
+  double flops(const Shape& in) const override;        // the children's sum
+};
+
+// y = body(x) + shortcut(x); an undefined shortcut is the identity (and has no parameters).
+// The two branches must produce the same shape.
+class Residual : public Module {
+ public:
+  explicit Residual(ModulePtr body, ModulePtr shortcut = nullptr);
+  Tensor forward(const Tensor& x) override;
+  Shape output_shape(const Shape& in) const override;
+  double flops(const Shape& in) const override;  // both branches plus the addition
+  const ModulePtr& body() const { return body_; }
+  const ModulePtr& shortcut() const { return shortcut_; }
+
+ private:
+  ModulePtr body_, shortcut_;
+};
+
+}  // namespace freight::nn

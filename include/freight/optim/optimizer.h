@@ -1,0 +1,119 @@
+// Optimizers with PyTorch's update rules. Each step updates every parameter that has a gradient
+// with one kernel call over all of them (a fused multi-tensor kernel on devices that have one);
+// parameters without a gradient are skipped and their state is left untouched.
+//
+// The state (per-parameter step counts and buffers, and the learning rate) is exposed as named
+// tensors for checkpoints, in the layout of PyTorch's optimizer.state_dict() flattened:
+//   "lr"                       float64 scalar
+//   "state.<i>.step"           int64 scalar, updates applied to parameter i
+//   "state.<i>.momentum_buffer"            (SGD with momentum)
+//   "state.<i>.exp_avg", "state.<i>.exp_avg_sq"   (Adam, AdamW)
+// where <i> is the parameter's index in the list given to the constructor. Buffers are created
+// on a parameter's first update, so a fresh optimizer has none.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "freight/tensor.h"
+
+namespace freight::optim {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Applies one update to every parameter that has a gradient.
+  virtual void step() = 0;
+  // Drops every parameter's gradient (the next backward writes fresh ones).
+  void zero_grad();
+
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::string& name() const { return name_; }
+  const std::vector<Tensor>& params() const { return params_; }
+
+  NamedTensors state() const;
+  // Restores a state() (from any device; values are copied onto each parameter's device and
+  // dtype). Unknown names, indices out of range and shape mismatches are errors naming the key
+  // and both shapes; buffers absent from `state` are reset (created again on the next update).
+  void load_state(const NamedTensors& state);
+
+ protected:
+  // `buffer_names`: the per-parameter state buffers of this optimizer, e.g. {"exp_avg",
+  // "exp_avg_sq"}.
+  Optimizer(std::string name, std::vector<Tensor> params, double lr,
+            std::vector<std::string> buffer_names);
+
+  // The parameters with a gradient, checked (contiguous, same device and dtype as their
+  // gradient), with their indices, packed gradients, and each state buffer (created as zeros when
+  // missing: fresh[k] = 1 marks that). Nothing is recorded until commit(), called once the
+  // update kernel has run, so a step that throws leaves the state as it was.
+  struct Batch {
+    std::vector<size_t> index;
+    std::vector<Tensor> params, grads;
+    std::vector<std::vector<Tensor>> buffers;  // [buffer kind][k]
+    std::vector<uint8_t> fresh;
+    std::vector<int64_t> steps;  // step count of each parameter including this update
+  };
+  Batch gather(bool with_buffers);
+  void commit(const Batch& b);
+
+  std::string name_;
+  std::vector<Tensor> params_;
+  double lr_;
+  std::vector<std::string> buffer_names_;
+  std::vector<int64_t> steps_;                // per parameter
+  std::vector<std::vector<Tensor>> buffers_;  // [buffer kind][parameter], undefined until used
+};
+
+// Stochastic gradient descent, torch.optim.SGD:
+//   d = g + wd·p
+//   with momentum μ: b = d on the first update, else b = μ·b + (1 − dampening)·d;
+//                    d = d + μ·b (Nesterov) or d = b
+//   p = p − lr·d
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0, double dampening = 0,
+      double weight_decay = 0, bool nesterov = false);
+  void step() override;
+
+ private:
+  double momentum_, dampening_, weight_decay_;
+  bool nesterov_;
+};
+
+// Adam, torch.optim.Adam (L2 penalty folded into the gradient):
+//   t = t + 1;  g = g + wd·p
+//   m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·g²
+//   p = p − (lr / (1 − β1ᵗ)) · m / (√v / √(1 − β2ᵗ) + ε)
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
+       double eps = 1e-8, double weight_decay = 0);
+  void step() override;
+
+ protected:
+  Adam(const char* name, std::vector<Tensor> params, double lr, std::pair<double, double> betas,
+       double eps, double weight_decay, bool decoupled);
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+  bool decoupled_;
+};
+
+// AdamW, torch.optim.AdamW: decoupled weight decay p = p − lr·wd·p applied before the Adam
+// update (which then sees the raw gradient).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, double lr = 1e-3,
+        std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
+        double weight_decay = 1e-2);
+};
+
+}  // namespace freight::optim

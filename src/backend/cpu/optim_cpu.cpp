@@ -1,0 +1,123 @@
+// CPU kernels of the optimizers. The parameters of a step are cut into chunks of a few thousand
+// elements and the chunks spread over the threads, so one call balances many small tensors (biases)
+// and a few large ones (weights) alike; each chunk is a vectorised loop.
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/parallel.h"
+#include "ops/kernels/optim.h"
+
+namespace freight::cpu {
+namespace {
+
+constexpr int64_t kChunk = 8192;  // elements per work item
+
+struct Chunk {
+  size_t k;  // parameter
+  int64_t begin, end;
+};
+
+// Calls fn(k, begin, end) over all elements of all parameters, in parallel.
+template <class Fn>
+void for_each_chunk(const std::vector<Tensor>& params, Fn&& fn) {
+  std::vector<Chunk> chunks;
+  for (size_t k = 0; k < params.size(); ++k)
+    for (int64_t b = 0; b < params[k].numel(); b += kChunk)
+      chunks.push_back({k, b, std::min(b + kChunk, params[k].numel())});
+  parallel_for(int64_t(chunks.size()), std::max<int64_t>(1, kElementwiseGrain / kChunk),
+               [&](int64_t c0, int64_t c1) {
+                 for (int64_t c = c0; c < c1; ++c) fn(chunks[c].k, chunks[c].begin, chunks[c].end);
+               });
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+// ---------------------------------------------------------------- SGD
+template <class T>
+void sgd_range(T* p, const T* g, T* buf, bool fresh, int64_t b, int64_t e, const SgdConfig& c) {
+  const T lr = T(c.lr), wd = T(c.weight_decay), mu = T(c.momentum), keep = T(1 - c.dampening);
+  const bool decay = c.weight_decay != 0;
+  if (!buf) {  // plain SGD: p ← p − lr·(g + wd·p)
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) {
+      T d = decay ? g[i] + wd * p[i] : g[i];
+      p[i] -= lr * d;
+    }
+    return;
+  }
+  const bool nesterov = c.nesterov;
+#pragma omp simd
+  for (int64_t i = b; i < e; ++i) {
+    T d = decay ? g[i] + wd * p[i] : g[i];
+    // The first update copies d into the new buffer (no dampening), as PyTorch does.
+    T m = fresh ? d : mu * buf[i] + keep * d;
+    buf[i] = m;
+    T step = nesterov ? d + mu * m : m;
+    p[i] -= lr * step;
+  }
+}
+
+void sgd_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
+                  const SgdConfig& cfg) {
+  bool with_buffers = !momentum.empty();
+  for_each_chunk(params, [&](size_t k, int64_t b, int64_t e) {
+    dispatch_floating(params[k].dtype(), "sgd_step", [&](auto tag) {
+      using T = decltype(tag);
+      sgd_range<T>(ptr<T>(params[k]), ptr<T>(grads[k]),
+                   with_buffers ? ptr<T>(momentum[k]) : nullptr, with_buffers && fresh[k], b, e,
+                   cfg);
+    });
+  });
+}
+
+// ---------------------------------------------------------------- Adam / AdamW
+template <class T>
+void adam_range(T* p, const T* g, T* m, T* v, int64_t t, int64_t b, int64_t e,
+                const AdamConfig& c) {
+  // Bias corrections: m and v start at 0, so after t updates E[m] = (1 − β1ᵗ)·E[g]; dividing by
+  // 1 − β1ᵗ (and √(1 − β2ᵗ) for √v) removes that shrinkage. Folded into the step size and the
+  // denominator as PyTorch does: p −= (lr / bc1) · m / (√v / √bc2 + ε).
+  double bc1 = 1.0 - std::pow(c.beta1, double(t));
+  double bc2 = 1.0 - std::pow(c.beta2, double(t));
+  const T step_size = T(c.lr / bc1);
+  const T inv_bc2_sqrt = T(1.0 / std::sqrt(bc2));
+  const T b1 = T(c.beta1), b2 = T(c.beta2), one_b1 = T(1 - c.beta1), one_b2 = T(1 - c.beta2);
+  const T eps = T(c.eps), wd = T(c.weight_decay);
+  const T shrink = T(1.0 - c.lr * c.weight_decay);  // AdamW's decoupled decay factor
+  const bool l2 = !c.decoupled && c.weight_decay != 0;
+  const bool decoupled = c.decoupled && c.weight_decay != 0;
+#pragma omp simd
+  for (int64_t i = b; i < e; ++i) {
+    T pi = decoupled ? p[i] * shrink : p[i];
+    T gi = l2 ? g[i] + wd * pi : g[i];
+    T mi = b1 * m[i] + one_b1 * gi;
+    T vi = b2 * v[i] + one_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - step_size * mi / (std::sqrt(vi) * inv_bc2_sqrt + eps);
+  }
+}
+
+void adam_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                   const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                   const std::vector<int64_t>& steps, const AdamConfig& cfg) {
+  for_each_chunk(params, [&](size_t k, int64_t b, int64_t e) {
+    dispatch_floating(params[k].dtype(), "adam_step", [&](auto tag) {
+      using T = decltype(tag);
+      adam_range<T>(ptr<T>(params[k]), ptr<T>(grads[k]), ptr<T>(exp_avg[k]), ptr<T>(exp_avg_sq[k]),
+                    steps[k], b, e, cfg);
+    });
+  });
+}
+
+}  // namespace
+
+FREIGHT_REGISTER_KERNEL(kernels::sgd_step, CPU, sgd_step_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::adam_step, CPU, adam_step_cpu);
+
+}  // namespace freight::cpu

@@ -1,0 +1,78 @@
+#include <fmt/format.h>
+
+#include "freight/error.h"
+#include "freight/nn/container.h"
+#include "freight/ops.h"
+
+namespace freight::nn {
+
+// ---------------------------------------------------------------- Sequential
+Sequential::Sequential(std::initializer_list<ModulePtr> modules) : Module("Sequential") {
+  for (const ModulePtr& m : modules) push_back(m);
+}
+
+Sequential& Sequential::push_back(ModulePtr module) {
+  register_module(std::to_string(size()), std::move(module));
+  return *this;
+}
+
+const ModulePtr& Sequential::operator[](size_t i) const {
+  FREIGHT_CHECK(i < size(),
+                fmt::format("Sequential: index {} out of range ({} modules)", i, size()));
+  return named_children()[i].second;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& [name, m] : named_children()) y = m->forward(y);
+  return y;
+}
+
+Shape Sequential::output_shape(const Shape& in) const {
+  Shape s = in;
+  for (const auto& [name, m] : named_children()) s = m->output_shape(s);
+  return s;
+}
+
+double Sequential::flops(const Shape& in) const {
+  Shape s = in;
+  double total = 0;
+  for (const auto& [name, m] : named_children()) {
+    total += m->flops(s);
+    s = m->output_shape(s);
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------- Residual
+Residual::Residual(ModulePtr body, ModulePtr shortcut)
+    : Module("Residual"), body_(std::move(body)), shortcut_(std::move(shortcut)) {
+  register_module("body", body_);
+  if (shortcut_) register_module("shortcut", shortcut_);
+}
+
+Shape Residual::output_shape(const Shape& in) const {
+  Shape b = body_->output_shape(in);
+  Shape s = shortcut_ ? shortcut_->output_shape(in) : in;
+  FREIGHT_CHECK(b == s, fmt::format("Residual: for input {} the body gives {} but the shortcut "
+                                    "gives {}; they must match to be added",
+                                    shape_str(in), shape_str(b), shape_str(s)));
+  return b;
+}
+
+double Residual::flops(const Shape& in) const {
+  double f = body_->flops(in) + (shortcut_ ? shortcut_->flops(in) : 0.0);
+  return f + double(shape_numel(output_shape(in)));
+}
+
+Tensor Residual::forward(const Tensor& x) {
+  Tensor b = body_->forward(x);
+  Tensor s = shortcut_ ? shortcut_->forward(x) : x;
+  FREIGHT_CHECK(b.shape() == s.shape(),
+                fmt::format("Residual: for input {} the body gives {} but the shortcut gives {}; "
+                            "they must match to be added",
+                            shape_str(x.shape()), shape_str(b.shape()), shape_str(s.shape())));
+  return add(b, s);
+}
+
+}  // namespace freight::nn
