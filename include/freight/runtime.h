@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "freight/device.h"
 
@@ -29,6 +30,22 @@ bool poison_allocations();
 
 // Blocks until all work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);
+
+// What a device is: for the CPU its model, cores and memory; for a GPU its name, memory, number
+// of multiprocessors, compute capability and the driver and runtime versions.
+struct DeviceInfo {
+  Device device;
+  std::string name;
+  size_t memory_total = 0;  // bytes
+  size_t memory_free = 0;   // bytes (GPU: free now; CPU: available now)
+  int compute_units = 0;    // CPU: hardware threads; GPU: streaming multiprocessors
+  std::string compute_capability;  // GPU: "9.0"
+  std::string driver_version;      // GPU: "13.0"
+  std::string runtime_version;     // GPU: CUDA runtime
+  std::string details;             // CPU: BLAS and its kernels; GPU: clock, bus width, ...
+};
+// The CPU first, then every visible GPU (none when the CUDA backend is absent or unusable).
+std::vector<DeviceInfo> list_devices();
 
 // Versions of the libraries in use (BLAS, its core type, CUDA runtime...), for benchmark records.
 std::string build_info();

@@ -26,6 +26,12 @@ class DeviceBackend {
   virtual MemoryStats memory_stats(int index) = 0;
   virtual void reset_peak(int index) = 0;
   virtual void empty_cache(int index) = 0;
+  // Description of device `index` (see DeviceInfo); the default names the backend only.
+  virtual DeviceInfo info(int index) {
+    DeviceInfo d;
+    d.name = name();
+    return d;
+  }
 };
 
 void register_backend(DeviceType type, DeviceBackend* backend);

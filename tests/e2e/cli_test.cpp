@@ -1,0 +1,116 @@
+// The `freight` command as a user runs it: bad input gives a clear message on stderr and a
+// non-zero exit, never a crash; good input trains, saves, evaluates.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "freight/device.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+Run freight_cli(const std::string& args) {
+  std::string cmd = std::string(FREIGHT_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  Run r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("freight_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& n) { return (dir_ / n).string(); }
+  // Expects exit status 1 (a freight::Error) and every fragment in the message.
+  void expect_failure(const std::string& args, const std::vector<std::string>& fragments) {
+    Run r = freight_cli(args);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("freight: error:"), std::string::npos) << r.output;
+    for (const std::string& f : fragments)
+      EXPECT_NE(r.output.find(f), std::string::npos) << "missing '" << f << "' in:\n" << r.output;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, UnknownModelNamesItAndTheZoo) {
+  expect_failure("train --model nosuchnet --no-save", {"nosuchnet", "mlp"});
+}
+
+TEST_F(Cli, BrokenDataNamesTheFile) {
+  fs::create_directories(path("data"));
+  std::ofstream(path("data/train-images-idx3-ubyte")) << "garbage!";
+  std::ofstream(path("data/train-labels-idx1-ubyte")) << "garbage!";
+  expect_failure("train --model mlp --no-save --data " + path("data"),
+                 {"train-images-idx3-ubyte", "magic"});
+}
+
+TEST_F(Cli, BadFlagsAreErrors) {
+  expect_failure("train --model mlp --no-save --batch-size 0", {"--batch-size"});
+  expect_failure("train --model mlp --no-save --device tpu", {"tpu"});
+  expect_failure("train --model mlp --no-save --optimizer rmsprop", {"rmsprop"});
+  Run r = freight_cli("train --no-such-flag");
+  EXPECT_NE(r.status, 0);
+}
+
+TEST_F(Cli, CudaWithoutAGpuIsAnErrorNotAFallback) {
+  if (freight::cuda_available()) GTEST_SKIP() << "a GPU is present";
+  expect_failure("train --model mlp --no-save --device cuda", {"no usable GPU"});
+}
+
+TEST_F(Cli, MissingOrCorruptCheckpoint) {
+  expect_failure("eval " + path("none.safetensors"), {"none.safetensors"});
+  std::ofstream(path("bad.safetensors")) << "12345678{";
+  expect_failure("eval " + path("bad.safetensors"), {"bad.safetensors"});
+}
+
+TEST_F(Cli, TrainsSavesAndEvaluatesOnSyntheticData) {
+  std::string ckpt = path("m.safetensors");
+  Run r = freight_cli("train --model mlp --data synthetic --epochs 1 --device cpu --save " + ckpt +
+                      " --metrics " + path("metrics.jsonl"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(ckpt));
+  EXPECT_TRUE(fs::exists(ckpt + ".train"));
+  std::ifstream m(path("metrics.jsonl"));
+  std::string line;
+  ASSERT_TRUE(std::getline(m, line));
+  EXPECT_NE(line.find("\"test_accuracy\""), std::string::npos) << line;
+  Run e = freight_cli("eval " + ckpt + " --data synthetic --device cpu");
+  EXPECT_EQ(e.status, 0) << e.output;
+  EXPECT_NE(e.output.find("accuracy"), std::string::npos) << e.output;
+}
+
+TEST_F(Cli, SummaryOfVgg16CountsItsParameters) {
+  Run r = freight_cli("summary --model vgg16");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("138,357,544"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, DevicesListsTheCpu) {
+  Run r = freight_cli("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cpu"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,31 @@
+// freight eval: loss and accuracy of a checkpoint on a dataset split.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "freight/training.h"
+
+namespace freight::cli {
+
+void add_eval(CLI::App& app) {
+  struct Opts {
+    std::string checkpoint, data, split = "test", device = "auto";
+    int64_t batch_size = 1000, limit = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint written by freight train");
+  cmd->add_option("checkpoint,--checkpoint", o->checkpoint, "Checkpoint (.safetensors)")
+      ->required();
+  cmd->add_option("--data", o->data, "Dataset (default: the one the model trained on)");
+  cmd->add_option("--split", o->split, "test | train")->capture_default_str();
+  cmd->add_option("--device,-d", o->device, "cpu | cuda | cuda:N | auto")->capture_default_str();
+  cmd->add_option("--batch-size,-b", o->batch_size, "Batch size")->capture_default_str();
+  cmd->add_option("--limit", o->limit, "Evaluate the first N samples only");
+  cmd->callback([o] {
+    EvalResult r =
+        evaluate_checkpoint(o->checkpoint, o->data, o->split, o->device, o->batch_size, o->limit);
+    fmt::print("{}: {} samples, loss {:.4f}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
+               r.samples, r.loss, 100 * r.accuracy, r.seconds);
+  });
+}
+
+}  // namespace freight::cli

