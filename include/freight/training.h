@@ -22,10 +22,10 @@ namespace freight {
 struct TrainOptions {
   std::string model = "fashion-cnn";  // zoo name or path to a model file
   std::string data;                   // dataset name or IDX directory; "" = the model's default
-  int64_t batch_size = 0;             // 0 = the model's default
+  int64_t batch_size = -1;            // < 0 = the model's default
   int64_t test_batch_size = 1000;
-  int64_t epochs = 0;                 // 0 = the model's default
-  double lr = 0;                      // 0 = the model's default
+  int64_t epochs = -1;                // < 0 = the model's default
+  double lr = -1;                     // < 0 = the model's default
   std::string optimizer;              // sgd | adam | adamw; "" = the model's default
   double momentum = -1;               // < 0 = the model's default
   double weight_decay = -1;           // < 0 = the model's default

@@ -60,9 +60,9 @@ Resolved resolve(const TrainOptions& o, const nn::ModelSpec& spec) {
   r.data = o.data.empty() ? setting(spec, "dataset", "fashion-mnist") : o.data;
   r.optimizer = o.optimizer.empty() ? setting(spec, "optimizer", "sgd") : o.optimizer;
   r.schedule = o.schedule.empty() ? setting(spec, "schedule", "none") : o.schedule;
-  r.batch_size = o.batch_size > 0 ? o.batch_size : int64_t(setting_num(spec, "batch_size", 64));
-  r.epochs = o.epochs > 0 ? o.epochs : int64_t(setting_num(spec, "epochs", 10));
-  r.lr = o.lr > 0 ? o.lr : setting_num(spec, "lr", 0.01);
+  r.batch_size = o.batch_size >= 0 ? o.batch_size : int64_t(setting_num(spec, "batch_size", 64));
+  r.epochs = o.epochs >= 0 ? o.epochs : int64_t(setting_num(spec, "epochs", 10));
+  r.lr = o.lr >= 0 ? o.lr : setting_num(spec, "lr", 0.01);
   r.momentum = o.momentum >= 0 ? o.momentum : setting_num(spec, "momentum", 0.0);
   r.weight_decay = o.weight_decay >= 0 ? o.weight_decay : setting_num(spec, "weight_decay", 0.0);
   r.step_size = int64_t(setting_num(spec, "step_size", 1));
@@ -97,6 +97,7 @@ json spec_json(const nn::ModelSpec& spec) {
   j["classes"] = spec.classes;
   j["task"] = spec.task;
   j["layers"] = json::parse(spec.layers_json);
+  j["train"] = spec.train_defaults;
   return j;
 }
 

@@ -15,15 +15,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CliRun {
   int status;
   std::string output;  // stdout and stderr together
 };
 
-Run freight_cli(const std::string& args) {
+CliRun freight_cli(const std::string& args) {
   std::string cmd = std::string(FREIGHT_CLI_PATH) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
-  Run r{-1, ""};
+  CliRun r{-1, ""};
   if (!p) return r;
   std::array<char, 4096> buf;
   size_t n;
@@ -44,7 +44,7 @@ class Cli : public ::testing::Test {
   std::string path(const std::string& n) { return (dir_ / n).string(); }
   // Expects exit status 1 (a freight::Error) and every fragment in the message.
   void expect_failure(const std::string& args, const std::vector<std::string>& fragments) {
-    Run r = freight_cli(args);
+    CliRun r = freight_cli(args);
     EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("freight: error:"), std::string::npos) << r.output;
     for (const std::string& f : fragments)
@@ -69,7 +69,7 @@ TEST_F(Cli, BadFlagsAreErrors) {
   expect_failure("train --model mlp --no-save --batch-size 0", {"--batch-size"});
   expect_failure("train --model mlp --no-save --device tpu", {"tpu"});
   expect_failure("train --model mlp --no-save --optimizer rmsprop", {"rmsprop"});
-  Run r = freight_cli("train --no-such-flag");
+  CliRun r = freight_cli("train --no-such-flag");
   EXPECT_NE(r.status, 0);
 }
 
@@ -86,7 +86,7 @@ TEST_F(Cli, MissingOrCorruptCheckpoint) {
 
 TEST_F(Cli, TrainsSavesAndEvaluatesOnSyntheticData) {
   std::string ckpt = path("m.safetensors");
-  Run r = freight_cli("train --model mlp --data synthetic --epochs 1 --device cpu --save " + ckpt +
+  CliRun r = freight_cli("train --model mlp --data synthetic --epochs 1 --device cpu --save " + ckpt +
                       " --metrics " + path("metrics.jsonl"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
@@ -96,19 +96,19 @@ TEST_F(Cli, TrainsSavesAndEvaluatesOnSyntheticData) {
   std::string line;
   ASSERT_TRUE(std::getline(m, line));
   EXPECT_NE(line.find("\"test_accuracy\""), std::string::npos) << line;
-  Run e = freight_cli("eval " + ckpt + " --data synthetic --device cpu");
+  CliRun e = freight_cli("eval " + ckpt + " --data synthetic --device cpu");
   EXPECT_EQ(e.status, 0) << e.output;
   EXPECT_NE(e.output.find("accuracy"), std::string::npos) << e.output;
 }
 
 TEST_F(Cli, SummaryOfVgg16CountsItsParameters) {
-  Run r = freight_cli("summary --model vgg16");
+  CliRun r = freight_cli("summary --model vgg16");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("138,357,544"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, DevicesListsTheCpu) {
-  Run r = freight_cli("devices");
+  CliRun r = freight_cli("devices");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("cpu"), std::string::npos) << r.output;
 }

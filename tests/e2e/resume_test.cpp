@@ -1,12 +1,15 @@
 // Checkpoints and resume: 2 epochs in one run give exactly the parameters of 1 epoch, a save,
 // and 1 more epoch resumed from the checkpoint (same seed, CPU). Dropout and batch norm are in
-// the model so the RNG state and running statistics must round-trip too.
+// the model so the RNG state and running statistics must round-trip too, and a step schedule
+// (whose curve, unlike cosine's, does not depend on the total number of epochs) so the
+// schedule's position must as well.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "freight/error.h"
 #include "freight/io/safetensors.h"
 #include "freight/training.h"
 
@@ -28,7 +31,7 @@ class Resume : public ::testing::Test {
         {"type": "relu"}, {"type": "maxpool2d", "kernel": 2}, {"type": "flatten"},
         {"type": "dropout", "p": 0.2}, {"type": "linear", "out": 4}],
       "train": {"dataset": "synthetic", "batch_size": 32, "optimizer": "adamw", "lr": 0.01,
-                "schedule": "cosine"}})";
+                "schedule": "step", "step_size": 1, "gamma": 0.5}})";
   }
   void TearDown() override { fs::remove_all(dir_); }
   TrainOptions options(int64_t epochs, const std::string& save) {
