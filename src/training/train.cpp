@@ -305,12 +305,12 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, loader.num_batches());
 
   note(fmt::format("model {} ({} parameters) on {}; data {}: {} train / {} test samples; batch "
-                   "{}, {} lr {:g}{}, schedule {}, {} epochs",
+                   "{}, {} lr {:g}{}, schedule {}, {} epoch{}",
                    spec.name, model->num_parameters(), result.device.str(), r.data,
                    train_set.size(), test_set.size(), r.batch_size, opt->name(), r.lr,
                    r.momentum > 0 && r.optimizer == "sgd" ? fmt::format(" momentum {:g}", r.momentum)
                                                           : std::string(),
-                   r.schedule, r.epochs));
+                   r.schedule, r.epochs, r.epochs == 1 ? "" : "s"));
   int64_t first_epoch = 1, step = 0;
   if (resuming) {
     model->load_state_dict(ckpt.tensors);

@@ -74,8 +74,9 @@ void add_summary(CLI::App& app) {
     nn::ModulePtr model = nn::build_model(spec);
     Shape in{o->batch_size};
     in.insert(in.end(), spec.input_shape.begin(), spec.input_shape.end());
-    std::vector<Row> rows;
+    std::vector<Row> rows, all;
     walk(model, "", in, 0, o->depth, rows, true);
+    walk(model, "", in, 0, 1 << 20, all, true);  // every leaf, for the activation total
 
     fmt::print("{}: {}\n", spec.name, spec.description);
     fmt::print("input {} ({}), batch {}\n\n", shape_str(spec.input_shape),
@@ -94,8 +95,8 @@ void add_summary(CLI::App& app) {
       fmt::print("{:<{}}  {:<{}}  {:<18} {:>13} {:>11} {:>11}\n", shown, wname, layer, wlayer,
                  shape_str(r.out), thousands(r.params), format_count(r.flops),
                  r.act_bytes > 0 ? format_bytes(r.act_bytes) : "");
-      act += r.act_bytes;
     }
+    for (const Row& r : all) act += r.act_bytes;
     int64_t params = model->num_parameters();
     double flops = model->flops(in);
     fmt::print("\ntotal parameters   {} ({} as float32)\n", thousands(params),
