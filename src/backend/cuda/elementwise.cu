@@ -24,9 +24,14 @@ __global__ void fill_kernel(T* out, int64_t n, T value) {
     out[i] = value;
 }
 
+// Host and device: fill_cuda converts its value on the host. (A __device__-only function called
+// from host code inside a generic lambda is not diagnosed by nvcc 13 and silently miscompiles:
+// the skeleton's fill did exactly that.)
 template <class D, class S>
-__device__ __forceinline__ D convert(S v) {
-  if constexpr (std::is_same_v<D, __nv_bfloat16>)
+__host__ __device__ __forceinline__ D convert(S v) {
+  if constexpr (std::is_same_v<D, S>)
+    return v;  // bit-exact, NaN payloads included (no detour through float for bfloat16)
+  else if constexpr (std::is_same_v<D, __nv_bfloat16>)
     return __float2bfloat16(float(v));
   else if constexpr (std::is_same_v<S, __nv_bfloat16>)
     return D(__bfloat162float(v));
