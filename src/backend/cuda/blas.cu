@@ -1,13 +1,5 @@
-// GEMM on the GPU through cuBLAS.
-//
-// Freight's operands are row-major; cuBLAS is column-major. A row-major [r, c] matrix with row
-// length ld is, byte for byte, the column-major [c, r] matrix (its transpose) with leading
-// dimension ld. So instead of C = op(A)·op(B) we ask cuBLAS for
-//     Cᵀ = op(B)ᵀ · op(A)ᵀ      (column-major [n, m], leading dimension n)
-// which writes exactly the bytes of row-major C [m, n]. In that view B's buffer already holds
-// Bᵀ when B is not transposed (so cuBLAS's first operand takes CUBLAS_OP_N) and holds the
-// column-major B when it is (CUBLAS_OP_T); likewise A for the second operand. Each leading
-// dimension is the operand's row length in Freight's layout (its last dimension).
+// GEMM on the GPU through cuBLAS. The row-major to column-major mapping is in gemm_plan.h
+// (host code, unit-tested without a GPU).
 //
 // Batched 3-D operands ([batch, rows, cols], contiguous) use the strided-batched calls with
 // stride rows·cols per matrix; a 2-D operand next to a 3-D output is shared by every batch
@@ -20,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/dispatch.h"
+#include "backend/cuda/gemm_plan.h"
 #include "ops/kernels/blas.h"
 #include "ops/kernels/elementwise.h"
 
@@ -96,21 +89,20 @@ void gemm_cuda(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
   cublasHandle_t h = cublas(dev);
   FREIGHT_CUDA_CHECK(cublasSetStream(h, stream(dev)));
   FREIGHT_CUDA_CHECK(cublasSetMathMode(h, gemm_math_mode(c.dtype())));
-  cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   // applies to B's buffer
-  cublasOperation_t op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // applies to A's buffer
-  int in = to_int(n, "n"), im = to_int(m, "m"), ik = to_int(k, "k");
-  int lda = to_int(a.size(-1), "lda"), ldb = to_int(b.size(-1), "ldb");
-  int ib = to_int(batch, "batch");
-  long long stride_a = a.dim() == 3 ? a.size(1) * a.size(2) : 0;
-  long long stride_b = b.dim() == 3 ? b.size(1) * b.size(2) : 0;
-  long long stride_c = m * n;
+  GemmPlan p = plan_gemm(int(a.dim()), a.shape().data(), ta, int(b.dim()), b.shape().data(), tb,
+                         int(c.dim()), c.shape().data());
+  cublasOperation_t op_first = p.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_second = p.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int rows = to_int(p.rows, "n"), cols = to_int(p.cols, "m"), depth = to_int(p.depth, "k");
+  int ld_first = to_int(p.ld_first, "ldb"), ld_second = to_int(p.ld_second, "lda");
+  int ld_out = to_int(p.ld_out, "ldc"), ib = to_int(p.batch, "batch");
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
     using T = decltype(tag);
     T al = T(alpha), be = T(beta);
-    FREIGHT_CUDA_CHECK(gemm_call(h, op_first, op_second, in, im, ik, &al,
-                                 static_cast<const T*>(b.data_ptr()), ldb, stride_b,
-                                 static_cast<const T*>(a.data_ptr()), lda, stride_a, &be,
-                                 static_cast<T*>(c.data_ptr()), in, stride_c, ib));
+    FREIGHT_CUDA_CHECK(gemm_call(h, op_first, op_second, rows, cols, depth, &al,
+                                 static_cast<const T*>(b.data_ptr()), ld_first, p.stride_first,
+                                 static_cast<const T*>(a.data_ptr()), ld_second, p.stride_second,
+                                 &be, static_cast<T*>(c.data_ptr()), ld_out, p.stride_out, ib));
   });
 }
 

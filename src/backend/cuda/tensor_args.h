@@ -56,8 +56,14 @@ inline void coalesce(StridedView* views, int count) {
 }
 
 #if defined(__CUDACC__)
-// Offset (elements) of row-major flat index i within view v.
-__device__ __forceinline__ int64_t view_offset(const StridedView& v, int64_t i) {
+#define FREIGHT_VIEW_HD __host__ __device__ __forceinline__
+#else
+#define FREIGHT_VIEW_HD inline
+#endif
+
+// Offset (elements) of row-major flat index i within view v. Host and device, so the host
+// tests check it together with coalesce().
+FREIGHT_VIEW_HD int64_t view_offset(const StridedView& v, int64_t i) {
   int64_t off = 0;
   for (int d = v.rank - 1; d >= 0; --d) {
     int64_t n = v.shape[d];
@@ -66,6 +72,5 @@ __device__ __forceinline__ int64_t view_offset(const StridedView& v, int64_t i) 
   }
   return off;
 }
-#endif
 
 }  // namespace freight::cuda
