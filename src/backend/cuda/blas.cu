@@ -71,8 +71,8 @@ void gemm_cuda(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
   int64_t batch = batched ? c.size(0) : 1;
   int64_t m = c.size(-2), n = c.size(-1);
   int64_t k = ta ? a.size(-2) : a.size(-1);
-  FREIGHT_CHECK((ta ? a.size(-1) : a.size(-2)) == m && (tb ? b.size(-1) : b.size(-2)) == n &&
-                    (tb ? b.size(-2) : b.size(-1)) == k && (a.dim() == 2 || a.size(0) == batch) &&
+  FREIGHT_CHECK((ta ? a.size(-1) : a.size(-2)) == m && (tb ? b.size(-2) : b.size(-1)) == n &&
+                    (tb ? b.size(-1) : b.size(-2)) == k && (a.dim() == 2 || a.size(0) == batch) &&
                     (b.dim() == 2 || b.size(0) == batch),
                 "gemm (cuda): operand shapes do not match the output");
   if (c.numel() == 0) return;
