@@ -20,12 +20,12 @@ bool is_ok(cublasStatus_t s);
 
 }  // namespace freight::cuda
 
-#define FREIGHT_CUDA_CHECK(call)                                                            \
-  do {                                                                                      \
-    auto freight_status_ = (call);                                                          \
-    if (!::freight::cuda::is_ok(freight_status_)) [[unlikely]]                              \
-      ::freight::cuda::throw_status(::freight::cuda::status_text(freight_status_), #call,     \
-                                    __FILE__, __LINE__);                                    \
+#define FREIGHT_CUDA_CHECK(call)                                                          \
+  do {                                                                                    \
+    auto freight_status_ = (call);                                                        \
+    if (!::freight::cuda::is_ok(freight_status_)) [[unlikely]]                            \
+      ::freight::cuda::throw_status(::freight::cuda::status_text(freight_status_), #call, \
+                                    __FILE__, __LINE__);                                  \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations at the launch site.

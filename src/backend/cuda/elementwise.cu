@@ -1,8 +1,16 @@
-// CUDA kernels of the elementwise family (fill and strided copy with dtype conversion so far).
+// CUDA kernels of the elementwise family: fill, strided copy with dtype conversion, broadcasting
+// binary arithmetic, scalar arithmetic, the unary functions and their derivatives, axpy.
+//
+// Launch geometry, every kernel here: 256 threads per block, blocks_for(n) blocks, and a
+// grid-stride loop over the flat (row-major) element index i of the output, so any n works
+// with a bounded grid. Strided operands map i to their own offset with view_offset over views
+// coalesced on the host (fewest dimensions); contiguous ones use i directly.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/dispatch.h"
 #include "backend/cuda/tensor_args.h"
 #include "ops/kernels/elementwise.h"
 
@@ -16,9 +24,14 @@ __global__ void fill_kernel(T* out, int64_t n, T value) {
     out[i] = value;
 }
 
+// Host and device: fill_cuda converts its value on the host. (A __device__-only function called
+// from host code inside a generic lambda is not diagnosed by nvcc 13 and silently miscompiles:
+// the skeleton's fill did exactly that.)
 template <class D, class S>
-__device__ __forceinline__ D convert(S v) {
-  if constexpr (std::is_same_v<D, __nv_bfloat16>)
+__host__ __device__ __forceinline__ D convert(S v) {
+  if constexpr (std::is_same_v<D, S>)
+    return v;  // bit-exact, NaN payloads included (no detour through float for bfloat16)
+  else if constexpr (std::is_same_v<D, __nv_bfloat16>)
     return __float2bfloat16(float(v));
   else if constexpr (std::is_same_v<S, __nv_bfloat16>)
     return D(__bfloat162float(v));
@@ -41,12 +54,24 @@ __global__ void copy_kernel(const S* src, StridedView sv, D* dst, StridedView dv
 template <class Fn>
 void dispatch(DType t, const char* what, Fn&& fn) {
   switch (t) {
-    case DType::F32: fn(float{}); return;
-    case DType::F64: fn(double{}); return;
-    case DType::BF16: fn(__nv_bfloat16{}); return;
-    case DType::I32: fn(int32_t{}); return;
-    case DType::I64: fn(int64_t{}); return;
-    case DType::U8: fn(uint8_t{}); return;
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::F64:
+      fn(double{});
+      return;
+    case DType::BF16:
+      fn(__nv_bfloat16{});
+      return;
+    case DType::I32:
+      fn(int32_t{});
+      return;
+    case DType::I64:
+      fn(int64_t{});
+      return;
+    case DType::U8:
+      fn(uint8_t{});
+      return;
   }
   throw Error(std::string(what) + " (cuda): unsupported dtype");
 }
@@ -71,7 +96,9 @@ void copy_cuda(const Tensor& src, Tensor& dst) {
                                        cudaMemcpyDeviceToDevice, stream(dev)));
     return;
   }
-  StridedView sv = strided_view(src), dv = strided_view(dst);
+  StridedView views[2] = {strided_view(src), strided_view(dst)};
+  coalesce(views, 2);
+  StridedView sv = views[0], dv = views[1];
   int64_t n = dst.numel();
   dispatch(src.dtype(), "copy", [&](auto stag) {
     dispatch(dst.dtype(), "copy", [&](auto dtag) {
@@ -85,9 +112,240 @@ void copy_cuda(const Tensor& src, Tensor& dst) {
   });
 }
 
+// ---------------------------------------------------------------- binary
+// The op is a kernel argument, the same for every thread, so the switch costs a few uniform
+// instructions per element of a memory-bound loop (and keeps one kernel per dtype).
+template <class T>
+__device__ __forceinline__ T binary_value(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::Add:
+      return x + y;
+    case BinaryOp::Sub:
+      return x - y;
+    case BinaryOp::Mul:
+      return x * y;
+    case BinaryOp::Div:
+      return x / y;
+  }
+  return x;
+}
+
+// out[i] = a[i] op b[i] over the output's flat index i (out is contiguous). a and b are views of
+// the output's shape; a broadcast operand has stride 0 along its expanded dimensions, so
+// view_offset maps every output index to the one element it repeats.
+template <class T>
+__global__ void binary_kernel(BinaryOp op, const T* a, StridedView av, bool a_packed, const T* b,
+                              StridedView bv, bool b_packed, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    T x = a[a_packed ? i : view_offset(av, i)];
+    T y = b[b_packed ? i : view_offset(bv, i)];
+    out[i] = binary_value(op, x, y);
+  }
+}
+
+void binary_cuda(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  FREIGHT_CHECK(out.is_contiguous(), "binary (cuda): the output must be contiguous");
+  int dev = out.device().index;
+  set_device(dev);
+  StridedView views[3] = {strided_view(a), strided_view(b), strided_view(out)};
+  coalesce(views, 3);
+  int64_t n = out.numel();
+  dispatch_floating(out.dtype(), "binary", [&](auto tag) {
+    using T = decltype(tag);
+    binary_kernel<T><<<blocks_for(n), 256, 0, stream(dev)>>>(
+        op, static_cast<const T*>(a.data_ptr()), views[0], a.is_contiguous(),
+        static_cast<const T*>(b.data_ptr()), views[1], b.is_contiguous(),
+        static_cast<T*>(out.data_ptr()), n);
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// ---------------------------------------------------------------- scalar and axpy
+// y[i] = x[i] · s or x[i] + s (s already converted to T on the host, as the CPU does).
+template <class T>
+__global__ void scalar_kernel(ScalarOp op, const T* x, T s, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = op == ScalarOp::Mul ? x[i] * s : x[i] + s;
+}
+
+void scalar_cuda(ScalarOp op, const Tensor& a, double s, Tensor& out) {
+  FREIGHT_CHECK(a.is_contiguous() && out.is_contiguous(),
+                "scalar (cuda): operands must be contiguous");
+  int dev = out.device().index;
+  set_device(dev);
+  int64_t n = out.numel();
+  dispatch_floating(out.dtype(), "scalar", [&](auto tag) {
+    using T = decltype(tag);
+    scalar_kernel<T><<<blocks_for(n), 256, 0, stream(dev)>>>(
+        op, static_cast<const T*>(a.data_ptr()), T(s), static_cast<T*>(out.data_ptr()), n);
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// y[i] += alpha · x[i] (gradient accumulation).
+template <class T>
+__global__ void axpy_kernel(T alpha, const T* x, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += alpha * x[i];
+}
+
+void axpy_cuda(double alpha, const Tensor& x, Tensor& y) {
+  FREIGHT_CHECK(x.is_contiguous() && y.is_contiguous() && x.numel() == y.numel(),
+                "axpy (cuda): operands must be contiguous and of the same size");
+  int dev = y.device().index;
+  set_device(dev);
+  int64_t n = y.numel();
+  dispatch_floating(y.dtype(), "axpy", [&](auto tag) {
+    using T = decltype(tag);
+    axpy_kernel<T><<<blocks_for(n), 256, 0, stream(dev)>>>(
+        T(alpha), static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), n);
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// ---------------------------------------------------------------- unary
+// GELU, exact form: gelu(x) = x·Φ(x) = x/2 · (1 + erf(x/√2)); its derivative is
+// Φ(x) + x·φ(x) with φ(x) = exp(−x²/2)/√(2π).
+template <class T>
+__device__ __forceinline__ T gelu_value(T x) {
+  return T(0.5) * x * (T(1) + d_erf(x * T(0.70710678118654752)));
+}
+template <class T>
+__device__ __forceinline__ T gelu_grad(T x) {
+  T cdf = T(0.5) * (T(1) + d_erf(x * T(0.70710678118654752)));
+  T pdf = T(0.39894228040143268) * d_exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+template <class T>
+__device__ __forceinline__ T unary_value(UnaryOp op, T v) {
+  switch (op) {
+    case UnaryOp::Neg:
+      return -v;
+    case UnaryOp::Exp:
+      return d_exp(v);
+    case UnaryOp::Log:
+      return d_log(v);
+    case UnaryOp::Sqrt:
+      return d_sqrt(v);
+    case UnaryOp::Square:
+      return v * v;
+    case UnaryOp::Relu:
+      return v > T(0) ? v : T(0);
+    case UnaryOp::Sigmoid:
+      return T(1) / (T(1) + d_exp(-v));
+    case UnaryOp::Tanh:
+      return d_tanh(v);
+    case UnaryOp::Gelu:
+      return gelu_value(v);
+  }
+  return v;
+}
+
+template <class T>
+__global__ void unary_kernel(UnaryOp op, const T* x, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = unary_value(op, x[i]);
+}
+
+void unary_cuda(UnaryOp op, const Tensor& x, Tensor& y) {
+  FREIGHT_CHECK(x.is_contiguous() && y.is_contiguous(),
+                "unary (cuda): operands must be contiguous");
+  int dev = y.device().index;
+  set_device(dev);
+  int64_t n = y.numel();
+  dispatch_floating(x.dtype(), "unary", [&](auto tag) {
+    using T = decltype(tag);
+    unary_kernel<T><<<blocks_for(n), 256, 0, stream(dev)>>>(op, static_cast<const T*>(x.data_ptr()),
+                                                            static_cast<T*>(y.data_ptr()), n);
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// gx = gy · f'(x), each rule written from whichever of x and y = f(x) is cheaper (the same rules
+// as the CPU kernels). Only the operand a rule names is read, so the other may be null.
+template <class T>
+__global__ void unary_backward_kernel(UnaryOp op, const T* x, const T* y, const T* gy, T* gx,
+                                      int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    T g = gy[i], r;
+    switch (op) {
+      case UnaryOp::Neg:
+        r = -g;
+        break;
+      case UnaryOp::Exp:
+        r = g * y[i];
+        break;  // (eˣ)' = eˣ = y
+      case UnaryOp::Log:
+        r = g / x[i];
+        break;  // (log x)' = 1/x
+      case UnaryOp::Sqrt:
+        r = g / (T(2) * y[i]);
+        break;  // (√x)' = 1/(2√x)
+      case UnaryOp::Square:
+        r = T(2) * x[i] * g;
+        break;  // (x²)' = 2x
+      case UnaryOp::Relu:
+        r = x[i] > T(0) ? g : T(0);
+        break;  // 0 at the kink, as the CPU
+      case UnaryOp::Sigmoid:
+        r = g * y[i] * (T(1) - y[i]);
+        break;  // σ' = σ(1 − σ)
+      case UnaryOp::Tanh:
+        r = g * (T(1) - y[i] * y[i]);
+        break;  // tanh' = 1 − tanh²
+      case UnaryOp::Gelu:
+        r = g * gelu_grad(x[i]);
+        break;
+      default:
+        r = g;
+        break;
+    }
+    gx[i] = r;
+  }
+}
+
+// Which operand the rule of `op` reads: x (the input) or y (the forward output).
+bool backward_reads_x(UnaryOp op) {
+  return op == UnaryOp::Log || op == UnaryOp::Square || op == UnaryOp::Relu || op == UnaryOp::Gelu;
+}
+bool backward_reads_y(UnaryOp op) {
+  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Sigmoid || op == UnaryOp::Tanh;
+}
+
+void unary_backward_cuda(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy,
+                         Tensor& gx) {
+  bool rx = backward_reads_x(op), ry = backward_reads_y(op);
+  FREIGHT_CHECK((!rx || (x.defined() && x.is_contiguous())) &&
+                    (!ry || (y.defined() && y.is_contiguous())) && gy.is_contiguous() &&
+                    gx.is_contiguous(),
+                "unary_backward (cuda): operands must be defined and contiguous");
+  int dev = gx.device().index;
+  set_device(dev);
+  int64_t n = gx.numel();
+  dispatch_floating(gx.dtype(), "unary_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = rx ? static_cast<const T*>(x.data_ptr()) : nullptr;
+    const T* py = ry ? static_cast<const T*>(y.data_ptr()) : nullptr;
+    unary_backward_kernel<T><<<blocks_for(n), 256, 0, stream(dev)>>>(
+        op, px, py, static_cast<const T*>(gy.data_ptr()), static_cast<T*>(gx.data_ptr()), n);
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
 }  // namespace
 
 FREIGHT_REGISTER_KERNEL(kernels::fill, CUDA, fill_cuda);
 FREIGHT_REGISTER_KERNEL(kernels::copy, CUDA, copy_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::binary, CUDA, binary_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::scalar, CUDA, scalar_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::axpy, CUDA, axpy_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::unary, CUDA, unary_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::unary_backward, CUDA, unary_backward_cuda);
 
 }  // namespace freight::cuda

@@ -1,0 +1,77 @@
+"""Translates Freight's CUDA sources for the CPU emulation (see README.md).
+
+  translate.py kernels IN.cu OUT.cpp
+      rewrites every launch  kernel<<<grid, block, shmem, stream>>>(args);
+      into                   ::emu::launch(grid, block, shmem, stream, [&] { kernel(args); });
+  translate.py backend IN.cpp OUT.cpp
+      copies the backend with round_size() returning the exact size, so AddressSanitizer sees
+      any access past the end of a tensor.
+
+Outputs are rewritten only when their text changes (no needless rebuilds).
+"""
+import os
+import sys
+
+
+def translate_launches(src):
+    out, i = [], 0
+    while True:
+        j = src.find('<<<', i)
+        if j < 0:
+            out.append(src[i:])
+            return ''.join(out)
+        # The kernel expression just before <<<: an identifier with optional template arguments.
+        k = j
+        while src[k - 1] in ' \t\n':
+            k -= 1
+        if src[k - 1] == '>':
+            depth = 0
+            while True:
+                k -= 1
+                if src[k] == '>':
+                    depth += 1
+                elif src[k] == '<':
+                    depth -= 1
+                    if depth == 0:
+                        break
+        while src[k - 1].isalnum() or src[k - 1] in '_:':
+            k -= 1
+        kernel = src[k:j].strip()
+        e = src.find('>>>', j)
+        config = src[j + 3:e]
+        p = e + 3
+        if src[p] != '(':
+            sys.exit('translate.py: expected ( after >>> near: ' + src[j:j + 60])
+        depth, q = 0, p
+        while True:
+            if src[q] == '(':
+                depth += 1
+            elif src[q] == ')':
+                depth -= 1
+                if depth == 0:
+                    break
+            q += 1
+        if src[q + 1] != ';':
+            sys.exit('translate.py: expected ; after a launch near: ' + src[j:j + 60])
+        out.append(src[i:k])
+        out.append('::emu::launch(%s, [&] { %s(%s); });' % (config, kernel, src[p + 1:q]))
+        i = q + 2
+
+
+def exact_round_size(src):
+    head = 'size_t round_size(size_t bytes) {'
+    i = src.index(head)
+    j = src.index('\n}', i)
+    return src[:i] + head + '\n  return bytes;' + src[j:]
+
+
+def main():
+    mode, path_in, path_out = sys.argv[1:4]
+    src = open(path_in).read()
+    text = translate_launches(src) if mode == 'kernels' else exact_round_size(src)
+    if not os.path.exists(path_out) or open(path_out).read() != text:
+        os.makedirs(os.path.dirname(path_out), exist_ok=True)
+        open(path_out, 'w').write(text)
+
+
+main()
