@@ -1,13 +1,16 @@
 // Measured peaks of a device: what `freight devices --measure` prints and what `freight explain`,
 // `freight plan` and `freight bench` compare against ("fraction of peak", roofline bounds).
 //
-// Every figure is the median of repeated runs after a warm-up (this matters on a shared machine:
-// the spread is recorded too). Results are cached in a JSON file keyed by the device's name and
-// the build (BLAS, threads, CUDA), so later commands reuse them without measuring again:
+// Every figure is a median of repeated runs after a warm-up; on the CPU, the median of the
+// fastest quarter of the runs, because on a shared machine other processes preempt some runs
+// (making them slower, never faster); the spread of the GEMM runs is recorded too. Results are
+// cached in a JSON file keyed by the device's name and the build (BLAS, threads, CUDA), so later
+// commands reuse them without measuring again:
 //   $FREIGHT_PEAKS_FILE, else $XDG_CACHE_HOME/freight/peaks.json, else ~/.cache/freight/peaks.json
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "freight/device.h"
 
@@ -23,17 +26,26 @@ struct DevicePeaks {
   int threads = 0;          // CPU threads used (CPU); 0 on a GPU
 
   // ---- compute: FLOP/s, a multiply-add counted as 2 ----
-  double fp32_flops = 0;  // float32 GEMM, square gemm_n x gemm_n (CPU: OpenBLAS on all threads;
-                          // GPU: cuBLAS with full FP32 arithmetic, no tensor cores)
+  double fp32_flops = 0;  // float32 GEMM, square gemm_n x gemm_n (CPU: OpenBLAS on all threads,
+                          // the best of n = 512, 1024, 2048; GPU: cuBLAS with full FP32
+                          // arithmetic, no tensor cores)
   int64_t gemm_n = 0;
   double tf32_flops = 0;  // GPU: float32 GEMM allowed TF32 tensor cores; 0 = not measured
   double bf16_flops = 0;  // GPU: bfloat16 GEMM with float32 accumulation; 0 = not measured
-  // GEMM time model t(F) = gemm_overhead_s + F / fp32_flops, fitted to square GEMMs from 32 to
-  // 512 (what small layers get: thread start-up and packing dominate tiny GEMMs).
+  // GEMM time model t(F) = gemm_overhead_s + F / fp32_flops, fitted to small square GEMMs (what
+  // small layers get: thread start-up and packing dominate tiny GEMMs).
   double gemm_overhead_s = 0;
 
   // ---- memory: bytes/s, reads plus writes (a copy of N bytes moves 2N) ----
   double mem_bandwidth = 0;  // device memory: a large copy (CPU: all threads; GPU: on device)
+  // Bandwidth by working-set size, ascending: copies whose two buffers together hold `bytes`
+  // (CPU: half of each core's L2, 16 MiB, 64 MiB, 256 MiB; GPU: half of L2, 2 GiB). Small
+  // working sets stay in cache and move faster than memory: a layer's roof uses the level its
+  // own bytes fit in (bandwidth_for). The last level is mem_bandwidth.
+  struct Level {
+    double bytes = 0, bandwidth = 0;
+  };
+  std::vector<Level> levels;
   // Host <-> device over the bus (GPU only; 0 on the CPU).
   double h2d_pinned = 0, h2d_pageable = 0, d2h_pinned = 0, d2h_pageable = 0;
 
@@ -43,12 +55,18 @@ struct DevicePeaks {
   double train_op_s = 0;  // one tiny op recorded on the tape: forward, its node, its backward
 
   double spread = 0;  // (slowest − fastest) / median of the GEMM runs: how noisy the machine was
+  double load = 0;    // the host's 1-minute load average when measured (/proc/loadavg)
 
   // Ridge point of the roofline: the arithmetic intensity (FLOP/byte) above which fp32 compute,
   // not memory, bounds an op.
   double ridge() const { return mem_bandwidth > 0 ? fp32_flops / mem_bandwidth : 0; }
-  // Roofline bound on the rate of an op of `intensity` FLOP/byte: min(peak, intensity × bw).
-  double roof(double intensity) const;
+  // Roofline bound on the rate of an op of `intensity` FLOP/byte: min(peak, intensity × bw),
+  // with the memory bandwidth, or the bandwidth of the cache level a working set of
+  // `working_set` bytes fits in when given.
+  double roof(double intensity, double working_set = 0) const;
+  // The bandwidth of the smallest level that holds `working_set` bytes (mem_bandwidth when none
+  // does, or when `working_set` is 0).
+  double bandwidth_for(double working_set) const;
 };
 
 // Measures the peaks of `device` now (a few seconds) and stores them in the cache.

@@ -22,13 +22,8 @@
 namespace freight {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::string device_name(Device d) {
   if (d.is_cpu()) return list_devices().front().name;
@@ -49,19 +44,13 @@ std::string utc_now() {
 double tiny_op_seconds(Device d) {
   Tensor x = Tensor::ones({1}, DType::F32, d);
   constexpr int kOps = 2000;
-  auto run = [&] {
-    Tensor y = x;
-    for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
-    synchronize(d);
-  };
-  run();
-  std::vector<double> t;
-  for (int r = 0; r < 7; ++r) {
-    auto t0 = Clock::now();
-    run();
-    t.push_back(since(t0) / kOps);
-  }
-  return profile::median(t);
+  return profile::quiet_median(16,
+                               [&] {
+                                 Tensor y = x;
+                                 for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
+                                 synchronize(d);
+                               }) /
+         kOps;
 }
 
 // The same with autograd: each op recorded on the tape, then one backward through the chain,
@@ -70,25 +59,23 @@ double tiny_train_op_seconds(Device d) {
   Tensor w = Tensor::ones({1}, DType::F32, d);
   w.set_requires_grad(true);
   constexpr int kOps = 500;
-  auto run = [&] {
-    Tensor y = w;
-    for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
-    y.backward(Tensor::ones({1}, DType::F32, d));
-    w.zero_grad();
-    synchronize(d);
-  };
-  run();
-  std::vector<double> t;
-  for (int r = 0; r < 7; ++r) {
-    auto t0 = Clock::now();
-    run();
-    t.push_back(since(t0) / kOps);
-  }
-  return profile::median(t);
+  return profile::quiet_median(16,
+                               [&] {
+                                 Tensor y = w;
+                                 for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
+                                 y.backward(Tensor::ones({1}, DType::F32, d));
+                                 w.zero_grad();
+                                 synchronize(d);
+                               }) /
+         kOps;
 }
 
 json to_json(const DevicePeaks& p) {
-  return json{{"device", p.device.str()},
+  json levels = json::array();
+  for (const DevicePeaks::Level& l : p.levels)
+    levels.push_back({{"bytes", l.bytes}, {"bandwidth", l.bandwidth}});
+  return json{{"levels", levels},
+              {"device", p.device.str()},
               {"name", p.name},
               {"build", p.build},
               {"measured_at", p.measured_at},
@@ -106,7 +93,8 @@ json to_json(const DevicePeaks& p) {
               {"launch_s", p.launch_s},
               {"op_s", p.op_s},
               {"train_op_s", p.train_op_s},
-              {"spread", p.spread}};
+              {"spread", p.spread},
+              {"load", p.load}};
 }
 
 DevicePeaks from_json(const json& j, const std::string& key) {
@@ -123,6 +111,9 @@ DevicePeaks from_json(const json& j, const std::string& key) {
   p.bf16_flops = j.value("bf16_flops", 0.0);
   p.gemm_overhead_s = j.value("gemm_overhead_s", 0.0);
   p.mem_bandwidth = j.at("mem_bandwidth").get<double>();
+  if (j.contains("levels"))
+    for (const json& l : j.at("levels"))
+      p.levels.push_back({l.at("bytes").get<double>(), l.at("bandwidth").get<double>()});
   p.h2d_pinned = j.value("h2d_pinned", 0.0);
   p.h2d_pageable = j.value("h2d_pageable", 0.0);
   p.d2h_pinned = j.value("d2h_pinned", 0.0);
@@ -131,6 +122,7 @@ DevicePeaks from_json(const json& j, const std::string& key) {
   p.op_s = j.at("op_s").get<double>();
   p.train_op_s = j.value("train_op_s", 0.0);
   p.spread = j.value("spread", 0.0);
+  p.load = j.value("load", 0.0);
   return p;
 }
 
@@ -150,8 +142,15 @@ json read_cache(const std::string& path) {
 }
 }  // namespace
 
-double DevicePeaks::roof(double intensity) const {
-  return std::min(fp32_flops, intensity * mem_bandwidth);
+double DevicePeaks::bandwidth_for(double working_set) const {
+  if (working_set > 0)
+    for (const Level& l : levels)
+      if (working_set <= l.bytes) return l.bandwidth;
+  return mem_bandwidth;
+}
+
+double DevicePeaks::roof(double intensity, double working_set) const {
+  return std::min(fp32_flops, intensity * bandwidth_for(working_set));
 }
 
 std::string peaks_cache_path() {
@@ -212,6 +211,7 @@ DevicePeaks measure_peaks(Device device) {
   }
   DevicePeaks p;
   p.device = device;
+  std::ifstream("/proc/loadavg") >> p.load;
   p.name = device_name(device);
   p.build = build_info();
   p.key = peaks_key(device);

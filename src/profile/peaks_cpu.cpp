@@ -1,9 +1,12 @@
 // Peaks of the CPU: float32 GEMM through the engine's own GEMM kernel (OpenBLAS, all threads of
-// the shared OpenMP pool) and memory bandwidth from a large parallel copy. Each figure is a
-// median over repeats after a warm-up run.
-#include <chrono>
+// the shared OpenMP pool), and bandwidth from parallel copies of growing working sets, from one
+// that fits in the L2 caches to one far beyond any cache (the memory bandwidth). Each figure is the
+// median of the fastest quarter of repeated runs (quiet_median): on a shared machine, runs that
+// other processes preempt are slower.
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "backend/cpu/parallel.h"
 #include "freight/runtime.h"
@@ -14,66 +17,86 @@
 namespace freight::profile {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Median seconds of one C = A·B of n x n floats, over `repeats` runs of `inner` calls each.
-double gemm_seconds(int64_t n, int repeats, int inner, std::vector<double>* all = nullptr) {
+// Seconds of one n x n x n float32 GEMM.
+double gemm_seconds(int64_t n, int runs, std::vector<double>* all = nullptr) {
   Tensor a = Tensor::uniform({n, n}, -1, 1), b = Tensor::uniform({n, n}, -1, 1);
   Tensor c = Tensor::empty({n, n});
-  kernels::gemm(DeviceType::CPU, a, false, b, false, c, 1.0, 0.0);  // warm-up (and page-in)
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < inner; ++i) kernels::gemm(DeviceType::CPU, a, false, b, false, c, 1.0, 0.0);
-    t.push_back(since(t0) / inner);
-  }
-  if (all) *all = t;
-  return median(t);
+  // Small GEMMs are repeated inside one timed call, so the clock's resolution does not matter.
+  int inner = int(std::clamp(1e7 / (2.0 * double(n) * double(n) * double(n)), 1.0, 1000.0));
+  double t = quiet_median(
+      runs,
+      [&] {
+        for (int i = 0; i < inner; ++i)
+          kernels::gemm(DeviceType::CPU, a, false, b, false, c, 1.0, 0.0);
+      },
+      all);
+  if (all)
+    for (double& x : *all) x /= inner;
+  return t / inner;
 }
 
 // Bytes/s of a parallel copy of `bytes` (reads plus writes), the threads splitting the buffer
-// the way the engine's elementwise kernels do.
-double copy_bandwidth(size_t bytes, int repeats) {
+// the way the engine's elementwise kernels do; `inner` copies per timed call.
+double copy_bandwidth(size_t bytes, int inner, int runs) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);  // touched here, so no page faults later
-  auto copy = [&] {
-    cpu::parallel_for(int64_t(bytes), 1 << 20, [&](int64_t b, int64_t e) {
-      std::memcpy(dst.data() + b, src.data() + b, size_t(e - b));
-    });
-  };
-  copy();
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = Clock::now();
-    copy();
-    t.push_back(since(t0));
+  double t = quiet_median(runs, [&] {
+    for (int i = 0; i < inner; ++i)
+      cpu::parallel_for(int64_t(bytes), 1 << 14, [&](int64_t b, int64_t e) {
+        std::memcpy(dst.data() + b, src.data() + b, size_t(e - b));
+      });
+  });
+  return 2.0 * double(bytes) * inner / t;
+}
+
+// The L2 cache of one core (bytes), from sysfs; 1 MiB when unknown.
+size_t l2_bytes_per_core() {
+  for (int i = 0; i < 8; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level(dir + "level"), size(dir + "size");
+    int lv = 0;
+    std::string sz;
+    if (!(level >> lv) || !(size >> sz) || lv != 2 || sz.empty()) continue;
+    size_t v = std::stoul(sz);
+    char unit = sz.back();
+    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : v;
   }
-  return 2.0 * double(bytes) / median(t);
+  return size_t(1) << 20;
 }
 
 void measure_cpu(int, DevicePeaks& p) {
   p.threads = num_threads();
-  // A large square GEMM: 2048³ is 17 GFLOP, about 0.1 s on two AVX-512 cores, large enough that
-  // packing and thread start-up are noise.
-  p.gemm_n = 2048;
-  std::vector<double> runs;
-  double t = gemm_seconds(p.gemm_n, 5, 1, &runs);
-  p.fp32_flops = 2.0 * std::pow(double(p.gemm_n), 3) / t;
-  p.spread = spread(runs);
-  // Small GEMMs for the overhead term of the GEMM time model.
+  // The best of three large square sizes: on a machine whose memory cannot feed the largest
+  // GEMMs the middle size wins, and that is the rate a layer can hope for.
+  p.fp32_flops = 0;
+  for (int64_t n : {512, 1024, 2048}) {
+    std::vector<double> runs;
+    double t = gemm_seconds(n, n == 2048 ? 6 : n == 1024 ? 16 : 48, &runs);
+    double rate = 2.0 * std::pow(double(n), 3) / t;
+    if (rate > p.fp32_flops) {
+      p.fp32_flops = rate;
+      p.gemm_n = n;
+      p.spread = spread(runs);
+    }
+  }
+  // Small GEMMs for the start-up term of the GEMM time model.
   std::vector<double> f, s;
-  for (int64_t n : {32, 48, 64, 96, 128, 192, 256, 384, 512}) {
-    double fl = 2.0 * std::pow(double(n), 3);
-    int inner = int(std::clamp(2e7 / fl, 1.0, 2000.0));
-    f.push_back(fl);
-    s.push_back(gemm_seconds(n, 5, inner));
+  for (int64_t n : {32, 48, 64, 96, 128, 192, 256}) {
+    f.push_back(2.0 * std::pow(double(n), 3));
+    s.push_back(gemm_seconds(n, 16));
   }
   p.gemm_overhead_s = fit_overhead(f, s, p.fp32_flops);
-  // 256 MiB each way: far beyond any cache.
-  p.mem_bandwidth = copy_bandwidth(size_t(256) << 20, 7);
+  // Bandwidth by working set: half of each core's L2 per thread (copied 16 times per call, so
+  // it stays in cache), then sizes for a large shared cache, then 256 MiB (far beyond any
+  // cache): the last is the memory bandwidth.
+  size_t l2 = l2_bytes_per_core() / 2 * size_t(p.threads);
+  p.levels.clear();
+  for (size_t total : {l2, size_t(16) << 20, size_t(64) << 20, size_t(256) << 20}) {
+    size_t each = total / 2;  // source and destination
+    int inner = int(std::clamp(double(size_t(32) << 20) / double(total), 1.0, 16.0));
+    double bw = copy_bandwidth(each, inner, total >= (size_t(64) << 20) ? 12 : 24);
+    p.levels.push_back({double(total), bw});
+  }
+  p.mem_bandwidth = p.levels.back().bandwidth;
 }
 
 }  // namespace

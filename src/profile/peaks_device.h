@@ -4,6 +4,7 @@
 // DevicePeaks; measure_peaks() adds the rest (identity, framework per-op costs) and caches it.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "core/kernel.h"
@@ -27,6 +28,27 @@ inline double spread(const std::vector<double>& v) {
   double m = median(v);
   auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   return m > 0 ? (*hi - *lo) / m : 0;
+}
+
+// Seconds per call of `fn`: one warm-up call, then `runs` timed calls; the result is the median
+// of the fastest quarter of them. On a shared machine other processes preempt some runs and
+// make them slower, never faster, so the fast end of the distribution is the device's own speed
+// (its median still ignores a single lucky run). Every timed call lands in `all` when given, for
+// the spread.
+template <class Fn>
+double quiet_median(int runs, Fn&& fn, std::vector<double>* all = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  if (all) *all = t;
+  std::sort(t.begin(), t.end());
+  t.resize(std::max<size_t>(1, (t.size() + 3) / 4));
+  return median(t);
 }
 
 // Fits t(F) = t0 + F / peak to (flops, seconds) pairs with the peak fixed: t0 is the median of

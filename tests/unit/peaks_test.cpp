@@ -49,6 +49,7 @@ class Peaks : public ::testing::Test {
     p.bf16_flops = 5e12;
     p.gemm_overhead_s = 4.5e-6;
     p.mem_bandwidth = 2e11;
+    p.levels = {{2e7, 1e12}, {2e9, 2e11}};
     p.h2d_pinned = 2.1e10;
     p.h2d_pageable = 1.1e10;
     p.d2h_pinned = 2.2e10;
@@ -57,6 +58,7 @@ class Peaks : public ::testing::Test {
     p.op_s = 7e-6;
     p.train_op_s = 2e-5;
     p.spread = 0.03;
+    p.load = 1.5;
     return p;
   }
   fs::path dir_;
@@ -92,8 +94,13 @@ TEST_F(Peaks, CacheRoundTripsEveryField) {
                            {r.launch_s, a.launch_s},
                            {r.op_s, a.op_s},
                            {r.train_op_s, a.train_op_s},
-                           {r.spread, a.spread}})
+                           {r.spread, a.spread},
+                           {r.load, a.load}})
     EXPECT_DOUBLE_EQ(got, want);
+  ASSERT_EQ(r.levels.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.levels[0].bytes, 2e7);
+  EXPECT_DOUBLE_EQ(r.levels[0].bandwidth, 1e12);
+  EXPECT_DOUBLE_EQ(r.levels[1].bandwidth, 2e11);
   ASSERT_TRUE(load_peaks("key B", file_, r));
   EXPECT_DOUBLE_EQ(r.fp32_flops, 9e9);
   EXPECT_FALSE(load_peaks("key C", file_, r));
@@ -128,6 +135,11 @@ TEST_F(Peaks, RooflineAndRidge) {
   EXPECT_DOUBLE_EQ(p.ridge(), 1.25e12 / 2e11);
   EXPECT_DOUBLE_EQ(p.roof(1.0), 2e11);       // memory-bound
   EXPECT_DOUBLE_EQ(p.roof(100.0), 1.25e12);  // compute-bound
+  // A working set that fits the first level (cache) gets its bandwidth; a larger one memory's.
+  EXPECT_DOUBLE_EQ(p.bandwidth_for(1e6), 1e12);
+  EXPECT_DOUBLE_EQ(p.bandwidth_for(1e8), 2e11);
+  EXPECT_DOUBLE_EQ(p.bandwidth_for(1e10), 2e11);
+  EXPECT_DOUBLE_EQ(p.roof(1.0, 1e6), 1e12);
 }
 
 TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {

@@ -22,18 +22,31 @@ std::string micro(double s) {
 }
 
 void print_peaks(const DevicePeaks& p) {
-  fmt::print("         measured peaks ({}{}; medians of repeated runs after a warm-up):\n",
+  fmt::print("         measured peaks ({}{}; medians of the fastest quarter of repeated runs):\n",
              p.from_cache ? "cached, measured " : "measured ", p.measured_at);
   fmt::print("           fp32 GEMM      {} ({}x{} square{}; runs spread {:.0f}%)\n",
              gflops(p.fp32_flops), p.gemm_n, p.gemm_n,
              p.device.is_cpu() ? fmt::format(", {} threads", p.threads) : std::string(),
              100 * p.spread);
+  int cores = int(list_devices().front().compute_units);
+  if (p.load > cores)
+    fmt::print(
+        "           note: measured while the host was busy (load {:.1f} on {} hardware "
+        "threads): the figures may be low; run --measure again when it is quiet\n",
+        p.load, cores);
   if (p.tf32_flops > 0) fmt::print("           tf32 GEMM      {}\n", gflops(p.tf32_flops));
   if (p.bf16_flops > 0) fmt::print("           bf16 GEMM      {}\n", gflops(p.bf16_flops));
-  fmt::print("           GEMM start-up  {} (t = start-up + FLOPs / peak, from 32..512 GEMMs)\n",
+  fmt::print("           GEMM start-up  {} (t = start-up + FLOPs / peak, from small GEMMs)\n",
              micro(p.gemm_overhead_s));
   fmt::print("           memory         {} (a large copy, reads + writes)\n",
              rate(p.mem_bandwidth));
+  if (p.levels.size() > 1) {
+    std::string by;
+    for (size_t i = 0; i + 1 < p.levels.size(); ++i)
+      by += fmt::format("{} up to {}, ", rate(p.levels[i].bandwidth),
+                        format_bytes(p.levels[i].bytes));
+    fmt::print("           by working set {}memory beyond (caches)\n", by);
+  }
   fmt::print("           ridge point    {:.1f} FLOP/byte (below it an op is memory-bound)\n",
              p.ridge());
   if (p.device.is_cuda()) {

@@ -166,13 +166,27 @@ void measure_cuda(int index, DevicePeaks& p) {
   }
 
   // ---- device memory: a copy of up to 1 GiB each way (reads plus writes counted) ----
+  size_t mem_copy_bytes = std::min(size_t(1) << 30, free_b / 8);
   {
-    size_t bytes = std::min(size_t(1) << 30, free_b / 8);
+    size_t bytes = mem_copy_bytes;
     DeviceBuffer src(bytes), dst(bytes);
     double t = event_seconds(s, 7, 2, [&] {
       FREIGHT_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
     });
     p.mem_bandwidth = 2.0 * double(bytes) / t;
+  }
+  // ---- L2: a copy whose two buffers fill half of it ----
+  {
+    cudaDeviceProp prop{};
+    FREIGHT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    size_t bytes = std::max<size_t>(size_t(prop.l2CacheSize) / 4, size_t(1) << 16);
+    DeviceBuffer src(bytes), dst(bytes);
+    double t = event_seconds(s, 7, 50, [&] {
+      FREIGHT_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
+    });
+    p.levels.clear();
+    p.levels.push_back({2.0 * double(bytes), 2.0 * double(bytes) / t});
+    p.levels.push_back({2.0 * double(mem_copy_bytes), p.mem_bandwidth});
   }
 
   // ---- host <-> device: 256 MiB from pinned and from pageable host memory ----
