@@ -9,6 +9,7 @@
 #include "core/tensor_impl.h"
 #include "freight/error.h"
 #include "freight/ops.h"
+#include "freight/profiler.h"
 #include "ops/kernels/elementwise.h"
 
 namespace freight {
@@ -30,6 +31,7 @@ Edge edge_of(const Tensor& t) {
     acc->name = "accumulate_grad";
     acc->accumulates = true;
     acc->leaf = t.impl_ptr();
+    acc->layer = current_layer();  // the layer that owns the parameter uses it first
     acc->outputs.push_back({impl->shape, impl->dtype, impl->storage->device});
     impl->grad_acc = acc;
   }
@@ -84,6 +86,7 @@ void record(const char* name, const std::vector<Tensor>& inputs,
             const std::vector<Tensor>& outputs, BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
+  node->layer = current_layer();
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next.push_back(input_requires_grad(t) ? edge_of(t) : Edge{});
   node->outputs.reserve(outputs.size());
@@ -100,8 +103,35 @@ const char* grad_fn_name(const Tensor& t) {
   return t.defined() && t.impl()->grad_fn ? t.impl()->grad_fn->name : "";
 }
 
+// Reports the span of a backward pass and of each node to the profiling hooks, if any; the
+// destructors close the spans on every path out (a node that `continue`s, an exception).
+struct BackwardSpan {
+  ProfileHooks* hooks;
+  explicit BackwardSpan(ProfileHooks* h) : hooks(h) {
+    if (hooks) [[unlikely]]
+      hooks->backward_begin();
+  }
+  ~BackwardSpan() {
+    if (hooks) [[unlikely]]
+      hooks->backward_end();
+  }
+};
+struct NodeSpan {
+  ProfileHooks* hooks;
+  const Node* node;
+  NodeSpan(ProfileHooks* h, const Node* n) : hooks(h), node(n) {
+    if (hooks) [[unlikely]]
+      hooks->node_begin(node->layer, node->name);
+  }
+  ~NodeSpan() {
+    if (hooks) [[unlikely]]
+      hooks->node_end(node->layer, node->name);
+  }
+};
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
+  BackwardSpan span(profile_hooks());
   FREIGHT_CHECK(grads.empty() || grads.size() == roots.size(),
                 "backward: give one gradient per root (or none)");
   NoGradGuard no_grad;  // backward rules are not themselves recorded
@@ -173,6 +203,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       hold = std::move(it->second);
       keep.erase(it);
     }
+    NodeSpan node_span(span.hooks, n);
     bool any = false;
     for (const Tensor& g : gouts) any = any || g.defined();
 

@@ -34,6 +34,7 @@ struct Node {
   BackwardFn backward;               // released after use unless the graph is retained
   bool accumulates = false;          // a leaf's gradient accumulator (no backward rule)
   std::weak_ptr<TensorImpl> leaf;    // the leaf it accumulates into
+  const void* layer = nullptr;       // the LayerScope open when it was recorded (profiling)
 };
 
 // True when the op must record a node: gradients are enabled and some input requires grad.

@@ -24,8 +24,18 @@ const ModulePtr& Sequential::operator[](size_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& [name, m] : named_children()) y = m->forward(y);
+  for (const auto& [name, m] : named_children()) y = (*m)(y);
   return y;
+}
+
+double Sequential::bytes(const Shape& in) const {
+  Shape s = in;
+  double total = 0;
+  for (const auto& [name, m] : named_children()) {
+    total += m->bytes(s);
+    s = m->output_shape(s);
+  }
+  return total;
 }
 
 Shape Sequential::output_shape(const Shape& in) const {
@@ -65,9 +75,14 @@ double Residual::flops(const Shape& in) const {
   return f + double(shape_numel(output_shape(in)));
 }
 
+double Residual::bytes(const Shape& in) const {
+  double b = body_->bytes(in) + (shortcut_ ? shortcut_->bytes(in) : 0.0);
+  return b + 3.0 * 4.0 * double(shape_numel(output_shape(in)));  // the addition: 2 reads, 1 write
+}
+
 Tensor Residual::forward(const Tensor& x) {
-  Tensor b = body_->forward(x);
-  Tensor s = shortcut_ ? shortcut_->forward(x) : x;
+  Tensor b = (*body_)(x);
+  Tensor s = shortcut_ ? (*shortcut_)(x) : x;
   FREIGHT_CHECK(b.shape() == s.shape(),
                 fmt::format("Residual: for input {} the body gives {} but the shortcut gives {}; "
                             "they must match to be added",

@@ -36,6 +36,11 @@ std::string Embedding::describe() const {
   return fmt::format("Embedding({}, {})", num_, dim_);
 }
 
+double Embedding::bytes(const Shape& in) const {
+  double n = double(shape_numel(in));
+  return 8.0 * n + 2.0 * 4.0 * n * double(dim_);  // the indices, the rows read, the output
+}
+
 Shape Embedding::output_shape(const Shape& in) const {
   Shape out = in;
   out.push_back(dim_);

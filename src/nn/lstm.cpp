@@ -55,6 +55,18 @@ double LSTM::flops(const Shape& in) const {
   return total;
 }
 
+double LSTM::bytes(const Shape& in) const {
+  check_input(in);
+  double bt = double(in[0]) * double(in[1]), h = double(hidden_);
+  double total = 0;
+  for (int64_t k = 0; k < layers_; ++k) {
+    double i = double(k == 0 ? input_ : hidden_);
+    double weights = 4 * h * (i + h) + 8 * h;
+    total += 4.0 * (bt * i + weights + 2.0 * bt * 4 * h + 2.0 * bt * h);
+  }
+  return total;
+}
+
 Tensor LSTM::forward(const Tensor& x) {
   return forward(x, Tensor(), Tensor());
 }

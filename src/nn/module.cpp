@@ -44,6 +44,9 @@ Shape Module::output_shape(const Shape& in) const {
 double Module::flops(const Shape&) const {
   return 0.0;
 }
+double Module::bytes(const Shape& in) const {
+  return 4.0 * double(shape_numel(in) + shape_numel(output_shape(in)) + num_parameters());
+}
 
 // ---------------------------------------------------------------- registration
 void Module::check_new_name(const std::string& name) const {

@@ -57,6 +57,12 @@ double BatchNorm::flops(const Shape& in) const {
   return 2.0 * double(shape_numel(in));
 }
 
+double BatchNorm::bytes(const Shape& in) const {
+  // The statistics pass and the normalising pass both read the input; the output is written
+  // once; weight, bias and the running statistics are read (and the latter written).
+  return 4.0 * (3.0 * double(shape_numel(in)) + 6.0 * double(channels_));
+}
+
 Tensor BatchNorm::forward(const Tensor& x) {
   check_input(x.shape());
   Tensor y =

@@ -18,6 +18,7 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& in) const override;  // through every child in turn
   double flops(const Shape& in) const override;        // the children's sum
+  double bytes(const Shape& in) const override;        // the children's sum
 };
 
 // y = body(x) + shortcut(x); an undefined shortcut is the identity (and has no parameters).
@@ -28,6 +29,7 @@ class Residual : public Module {
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // both branches plus the addition
+  double bytes(const Shape& in) const override;  // both branches plus the addition
   const ModulePtr& body() const { return body_; }
   const ModulePtr& shortcut() const { return shortcut_; }
 

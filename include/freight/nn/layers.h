@@ -96,6 +96,7 @@ class BatchNorm : public Module {
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // scale and shift: 2 per element
+  double bytes(const Shape& in) const override;  // training: two passes over the input
   int64_t num_features() const { return channels_; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
@@ -179,6 +180,7 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override;
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
+  double bytes(const Shape&) const override { return 0; }  // a view
 
  private:
   int64_t start_, end_;
@@ -192,6 +194,7 @@ class Reshape : public Module {
   Tensor forward(const Tensor& x) override;
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
+  double bytes(const Shape&) const override { return 0; }  // a view
 
  private:
   Shape shape_;
@@ -204,6 +207,7 @@ class Embedding : public Module {
   Tensor forward(const Tensor& indices) override;
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
+  double bytes(const Shape& in) const override;  // int64 indices, the rows looked up, the output
   const Tensor& weight() const { return weight_; }
 
  private:
@@ -218,6 +222,7 @@ class LastStep : public Module {
   LastStep() : Module("LastStep") {}
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& in) const override;
+  double bytes(const Shape&) const override { return 0; }  // a view
 };
 
 }  // namespace freight::nn

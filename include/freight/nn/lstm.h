@@ -29,6 +29,9 @@ class LSTM : public Module {
   // Per layer and step: the two GEMMs 2·B·4H·(in + H), plus about 10 elementwise operations per
   // hidden unit (bias adds, three sigmoids, two tanh, the cell and hidden updates).
   double flops(const Shape& in) const override;
+  // Per layer: its input, its weights, the gate pre-activations [B, T, 4H] written and read
+  // back, the hidden and cell states [B, T, H] kept for backward.
+  double bytes(const Shape& in) const override;
   int64_t input_size() const { return input_; }
   int64_t hidden_size() const { return hidden_; }
   int64_t num_layers() const { return layers_; }

@@ -13,6 +13,7 @@
 
 #include "freight/device.h"
 #include "freight/dtype.h"
+#include "freight/profiler.h"
 #include "freight/shape.h"
 #include "freight/tensor.h"
 
@@ -31,7 +32,12 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Calls forward() with this module as the current layer tag (freight/profiler.h): ops it
+  // records are attributed to it by `freight explain`. Containers call children through it.
+  Tensor operator()(const Tensor& x) {
+    LayerScope scope(this);
+    return forward(x);
+  }
 
   // ---- description ----
   const std::string& type_name() const { return type_name_; }  // "Linear"
@@ -47,6 +53,11 @@ class Module {
   // Floating-point operations of one forward call on an input of shape `in`, counting a
   // multiply-add as 2 (so a GEMM [m,k]x[k,n] is 2mkn) and each elementwise operation as 1.
   virtual double flops(const Shape& in) const;
+  // Bytes one forward call moves to and from memory for an input of shape `in`, as float32:
+  // by default its input, its output and its parameters (each read or written once); layers
+  // that touch more (LSTM gates) or less (an embedding's looked-up rows) say so. Containers sum
+  // their children. A lower bound that ignores cache reuse, for roofline estimates.
+  virtual double bytes(const Shape& in) const;
 
   // ---- parameters, buffers, children ----
   NamedTensors named_parameters() const;  // recursive, "0.weight", ...; the live handles
