@@ -91,6 +91,8 @@ const std::vector<Geo>& geometries() {
       {2, 3, 4, 4, 5, 1, 1, {1, 1}, {1, 1}, {1, 1}},     // 1x1 with padding (negative pad' for dx)
       {1, 3, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // a single image
       {9, 2, 3, 3, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}},     // one output pixel per image
+      {2, 3, 10, 9, 40, 3, 3, {2, 2}, {1, 1}, {1, 1}},   // 40 outputs: 3 vectors, stride 2
+      {2, 4, 7, 12, 70, 3, 3, {1, 1}, {1, 1}, {1, 1}},   // 70 outputs: more than 4 vectors
   };
   return g;
 }
@@ -144,13 +146,16 @@ std::string engine_name(const ::testing::TestParamInfo<cpu::ConvEngine>& info) {
       return "Panel";
     case cpu::ConvEngine::Implicit:
       return "Implicit";
+    case cpu::ConvEngine::Direct:
+      return "Direct";
   }
   return "Unknown";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
                          ::testing::Values(cpu::ConvEngine::Auto, cpu::ConvEngine::Blas,
-                                           cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit),
+                                           cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit,
+                                           cpu::ConvEngine::Direct),
                          engine_name);
 
 // Only the gradients that are asked for are computed, and the rest stay undefined.

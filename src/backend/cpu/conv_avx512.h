@@ -217,6 +217,33 @@ struct PanelEngine {
   }
 };
 
+// ---------------------------------------------------------------- input gradient as a convolution
+// The input gradient of a stride-1 convolution is itself a stride-1 convolution: of dY, padded
+// by dh·(kh − 1) − ph (and likewise in width), with the weights transposed over (O, C) and
+// flipped in both kernel dimensions:
+//   dx[c][h][w] = Σ_{o, p, q} dY[o][h + ph − p·dh][w + pw − q·dw] · W[o][c][p][q].
+// Applicable when that padding is not negative.
+inline bool input_grad_is_conv(const Conv2dGeometry& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh * (g.kh - 1) >= g.ph && g.dw * (g.kw - 1) >= g.pw;
+}
+inline Conv2dGeometry input_grad_geometry(const Conv2dGeometry& g) {
+  Conv2dGeometry t = g;
+  t.c = g.o, t.h = g.oh, t.w = g.ow;
+  t.o = g.c, t.oh = g.h, t.ow = g.w;
+  t.ph = g.dh * (g.kh - 1) - g.ph, t.pw = g.dw * (g.kw - 1) - g.pw;
+  return t;
+}
+// f[c][o][kh − 1 − p][kw − 1 − q] = w[o][c][p][q].
+template <class T>
+void flip_weights(const T* w, const Conv2dGeometry& g, T* f) {
+  for (int64_t o = 0; o < g.o; ++o)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q)
+          f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
+              w[((o * g.c + c) * g.kh + p) * g.kw + q];
+}
+
 // ---------------------------------------------------------------- implicit engine (stride 1)
 // With stride 1 no patches need to be unrolled. Copy the image into a zero-padded plane of width
 // Wp = W + 2·pw and number the outputs by "virtual" pixels t = i·Wp + j, j < Wp (the columns
@@ -359,39 +386,17 @@ struct ImplicitEngine {
     });
   }
 
-  // The input gradient of a stride-1 convolution is itself a stride-1 convolution: of dY,
-  // padded by dh·(kh − 1) − ph (and likewise in width), with the weights transposed over
-  // (O, C) and flipped in both kernel dimensions:
-  //   dx[c][h][w] = Σ_{o, p, q} dY[o][h + ph − p·dh][w + pw − q·dw] · W[o][c][p][q].
-  // Applicable when that padding is not negative.
-  static bool input_grad_applies(const Conv2dGeometry& g) {
-    return g.sh == 1 && g.sw == 1 && g.dh * (g.kh - 1) >= g.ph && g.dw * (g.kw - 1) >= g.pw;
+  // Share of the computed virtual pixels that are output pixels.
+  static double efficiency(const Conv2dGeometry& g) {
+    const Layout l = layout(g);
+    const int64_t computed = l.pv / NR * NR + round_up(l.pv % NR, W);
+    return double(g.oh * g.ow) / double(computed);
   }
+
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    Conv2dGeometry t{g.n,
-                     g.o,
-                     g.oh,
-                     g.ow,
-                     g.c,
-                     g.kh,
-                     g.kw,
-                     g.h,
-                     g.w,
-                     1,
-                     1,
-                     g.dh * (g.kh - 1) - g.ph,
-                     g.dw * (g.kw - 1) - g.pw,
-                     g.dh,
-                     g.dw};
-    Tensor wt = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
-    T* f = ptr<T>(wt);
-    for (int64_t o = 0; o < g.o; ++o)
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t p = 0; p < g.kh; ++p)
-          for (int64_t q = 0; q < g.kw; ++q)
-            f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
-                w[((o * g.c + c) * g.kh + p) * g.kw + q];
-    forward(gy, f, nullptr, t, dx);
+    Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+    flip_weights(w, g, ptr<T>(f));
+    forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
   }
 
   // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
@@ -498,5 +503,119 @@ struct ImplicitEngine {
     std::fill(dyT + l.pv * ldo, dyT + lv * ldo, T(0));
   }
 };
+// ---------------------------------------------------------------- direct engine
+// Output-channel-vectorised direct convolution (conv_tiles::direct_tile): rows of output pixels
+// broadcast from the padded input against vectors of transposed weights. No unrolled patches
+// for any stride (horizontal strides 1 and 2 are compiled in), no columns computed for padding,
+// and whole rows of small images in one tile; the price is a transposition of each image's
+// output from [pixel][channel] to NCHW, and channel vectors that O must fill.
+template <class T>
+struct DirectEngine {
+  static constexpr int64_t W = Simd<T>::kLanes;
+  // Bytes of transposed weights one k-chunk keeps in L1 while it sweeps an image.
+  static constexpr int64_t kWeightChunkBytes = 16 << 10;
+
+  static bool applies(const Conv2dGeometry& g) { return g.sw == 1 || g.sw == 2; }
+
+  // Share of the tiles' work that produces wanted outputs: channel vectors filled by O, and
+  // the rows' tail tiles (narrower than the main width) counted at about half efficiency.
+  static double efficiency(const Conv2dGeometry& g) {
+    const int64_t ldo = round_up(g.o, W);
+    const int main = conv_tiles::direct_pixels(int(std::min<int64_t>(4, ldo / W)));
+    const int64_t full = g.ow / main * main;
+    return double(g.o) / double(ldo) * (double(full) + 0.5 * double(g.ow - full)) / double(g.ow);
+  }
+
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    if (g.sw == 1)
+      run<1>(x, w, bias, g, y);
+    else
+      run<2>(x, w, bias, g, y);
+  }
+
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+    flip_weights(w, g, ptr<T>(f));
+    forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
+  }
+
+  template <int SW>
+  static void run(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
+    const int64_t ldo = round_up(O, W);
+    const bool in_place = g.ph == 0 && g.pw == 0;  // the image is its own padded plane
+    const int nt = g.n >= 2 ? threads_for(double(g.n * P) * double(K * O)) : 1;
+    const int64_t wt_sz = round_up(K * ldo + ldo, W);
+    const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
+    const int64_t per_thread = xp_sz + P * ldo;
+    Tensor ws = Tensor::empty({wt_sz + nt * per_thread}, dtype_of<T>());
+    T* wT = ptr<T>(ws);  // [K][ldo], then the bias padded to ldo
+    T* bp = wT + K * ldo;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t o = 0; o < ldo; ++o) wT[k * ldo + o] = o < O ? w[o * K + k] : T(0);
+    for (int64_t o = 0; o < ldo; ++o) bp[o] = bias && o < O ? bias[o] : T(0);
+    std::vector<int64_t> koff(K);
+    for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
+    const int64_t img_in = g.c * g.h * g.w;
+    dynamic_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
+      T* xp = ptr<T>(ws) + wt_sz + t * per_thread;
+      T* yT = xp + xp_sz;  // this image's output, [P][ldo]
+      for (int64_t img = b; img < e; ++img) {
+        const T* src = x + img * img_in;
+        if (!in_place) {
+          pad_planes(src, g, xp);
+          src = xp;
+        }
+        for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W) {
+          const int ov = int(std::min<int64_t>(4, (ldo - o0) / W));
+          const int64_t kc =
+              std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, K);
+          for (int64_t k0 = 0; k0 < K; k0 += kc) {
+            const int64_t kn = std::min(kc, K - k0);
+            for (int64_t i = 0; i < g.oh; ++i)
+              conv_tiles::direct_row<T, SW>(ov, g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp,
+                                            koff.data() + k0, kn, bias ? bp + o0 : nullptr, k0 > 0,
+                                            yT + i * g.ow * ldo + o0);
+          }
+        }
+        to_nchw(yT, P, O, ldo, y + img * O * P);
+      }
+    });
+  }
+
+  // x [C][H][W] into zero-padded planes [C][H + 2ph][W + 2pw].
+  static void pad_planes(const T* x, const Conv2dGeometry& g, T* out) {
+    const int64_t wp = g.w + 2 * g.pw;
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      T* d = out + ci * (g.h + 2 * g.ph) * wp;
+      const T* s = x + ci * g.h * g.w;
+      std::fill(d, d + g.ph * wp, T(0));
+      d += g.ph * wp;
+      for (int64_t r = 0; r < g.h; ++r, d += wp, s += g.w) {
+        for (int64_t c = 0; c < g.pw; ++c) d[c] = T(0), d[g.pw + g.w + c] = T(0);
+        copy_n(s, g.w, d + g.pw);
+      }
+      std::fill(d, d + g.ph * wp, T(0));
+    }
+  }
+
+  // y[o][p] = yT[p·ldo + o] for o < O, by lanes × lanes in-register transposes.
+  static void to_nchw(const T* yT, int64_t P, int64_t O, int64_t ldo, T* y) {
+    using S = Simd<T>;
+    typename S::V r[W];
+    for (int64_t p0 = 0; p0 < P; p0 += W) {
+      const int cnt = int(std::min<int64_t>(W, P - p0));
+      for (int64_t o0 = 0; o0 < O; o0 += W) {
+        for (int q = 0; q < W; ++q) r[q] = q < cnt ? S::load(yT + (p0 + q) * ldo + o0) : S::zero();
+        conv_tiles::transpose(r);
+        for (int q = 0; q < W && o0 + q < O; ++q) S::store_n(y + (o0 + q) * P + p0, r[q], cnt);
+      }
+    }
+  }
+};
+
 }  // namespace freight::cpu::conv_detail
 #endif

@@ -145,17 +145,34 @@ struct BlasEngine {
 // ================================================================ engine choice
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 
-// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient): a forced one where
-// it applies, else Implicit for stride 1 (its input gradient needs padding <= the dilated
-// kernel extent − 1, true of every usual convolution), else Panel; Blas without AVX-512.
+// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
+//  * Forward: with stride 1, Implicit or Direct, whichever wastes less (Implicit computes the
+//    padding columns and the last tile's overrun; Direct needs O to fill channel vectors and
+//    pays a transposition per image, which a short k loop cannot hide); with other strides
+//    Direct when O fills its vectors, else Panel.
+//  * Input gradient: for stride 1 (and padding <= the dilated kernel extent − 1, true of every
+//    usual convolution) a forward convolution of dY, by the forward's rule for its geometry;
+//    else Panel with col2im.
+//  * Weight gradient: Implicit for stride 1, else Panel.
+// A forced engine is used where it applies (Direct has no weight gradient: Implicit or Panel
+// stand in); without AVX-512 everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #if defined(__AVX512F__)
-  ConvEngine e = ConvEngine(g_engine.load(std::memory_order_relaxed));
-  const bool implicit_ok =
-      g.sh == 1 && g.sw == 1 && (pass != 1 || ImplicitEngine<float>::input_grad_applies(g));
-  if (e == ConvEngine::Auto) return implicit_ok ? ConvEngine::Implicit : ConvEngine::Panel;
-  if (e == ConvEngine::Implicit && !implicit_ok) return ConvEngine::Panel;
-  return e;
+  const ConvEngine forced = ConvEngine(g_engine.load(std::memory_order_relaxed));
+  const bool stride1 = g.sh == 1 && g.sw == 1;
+  if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
+  if (pass == 2) return stride1 ? ConvEngine::Implicit : ConvEngine::Panel;
+  if (pass == 1 && !input_grad_is_conv(g)) return ConvEngine::Panel;
+  const Conv2dGeometry f = pass == 1 ? input_grad_geometry(g) : g;  // the forward that runs
+  const bool implicit_ok = f.sh == 1 && f.sw == 1, direct_ok = DirectEngine<float>::applies(f);
+  if (forced == ConvEngine::Implicit) return implicit_ok ? forced : ConvEngine::Panel;
+  if (forced == ConvEngine::Direct) return direct_ok ? forced : ConvEngine::Panel;
+  const int64_t K = f.c * f.kh * f.kw;
+  const double direct = direct_ok && K >= 16 ? DirectEngine<float>::efficiency(f) : 0.0;
+  if (implicit_ok)
+    return direct > 1.05 * ImplicitEngine<float>::efficiency(f) ? ConvEngine::Direct
+                                                                : ConvEngine::Implicit;
+  return direct >= 0.6 ? ConvEngine::Direct : ConvEngine::Panel;
 #else
   (void)g, (void)pass;
   return ConvEngine::Blas;
@@ -169,6 +186,8 @@ struct Engine {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
         return ImplicitEngine<T>::forward(x, w, b, g, y);
+      case ConvEngine::Direct:
+        return DirectEngine<T>::forward(x, w, b, g, y);
       case ConvEngine::Panel:
         return PanelEngine<T>::forward(x, w, b, g, y);
 #endif
@@ -181,6 +200,8 @@ struct Engine {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
         return ImplicitEngine<T>::backward_input(gy, w, g, dx);
+      case ConvEngine::Direct:
+        return DirectEngine<T>::backward_input(gy, w, g, dx);
       case ConvEngine::Panel:
         return PanelEngine<T>::backward_input(gy, w, g, dx);
 #endif

@@ -328,6 +328,102 @@ void dwt_tiles(int ov, int64_t K, const T* dyT, int64_t ldo, int64_t dy_img, con
   }
 }
 
+// ---------------------------------------------------------------- direct tile
+// The forward GEMM with the roles of the tile swapped: MP consecutive output pixels of one row
+// (broadcast from the padded input, SW apart) × OV vectors of output channels (from the
+// transposed weights wT[k][o]):
+//   acc[m][v] = (partial ? io[m·ldo + v·lanes] : init[v·lanes]) + Σ_k x[koff[k] + m·SW] · wT[k·ldo
+//   + v·lanes] io[m·ldo + v·lanes] = acc[m][v]
+// With only MP·OV accumulators and one input pointer it needs no unrolled patches and wastes
+// nothing on padding columns or strides; the output comes out pixel-major ([pixel][channel]).
+template <class T, int MP, int OV, int SW>
+inline void direct_tile(const T* __restrict wT, int64_t ldo, const T* __restrict x,
+                        const int64_t* __restrict koff, int64_t K, const T* __restrict init,
+                        bool partial, T* __restrict io) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[MP][OV];
+#pragma GCC unroll 24
+  for (int m = 0; m < MP; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v)
+      acc[m][v] = partial ? S::load(io + m * ldo + v * W)
+                  : init  ? S::load(init + v * W)
+                          : S::zero();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    typename S::V wv[OV];
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) wv[v] = S::load(wT + k * ldo + v * W);
+    const T* xk = x + koff[k];
+#pragma GCC unroll 24
+    for (int m = 0; m < MP; ++m) {
+      typename S::V b = S::set1(xk[m * SW]);
+#pragma GCC unroll 4
+      for (int v = 0; v < OV; ++v) acc[m][v] = S::fma(b, wv[v], acc[m][v]);
+    }
+  }
+#pragma GCC unroll 24
+  for (int m = 0; m < MP; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) S::store(io + m * ldo + v * W, acc[m][v]);
+  }
+}
+
+// Pixels per direct tile for ov channel vectors (24 accumulators).
+constexpr int direct_pixels(int ov) {
+  return ov >= 4 ? 6 : ov == 3 ? 8 : ov == 2 ? 12 : 24;
+}
+
+template <class T, int OV, int SW>
+void direct_tile_mp(int mp, const T* wT, int64_t ldo, const T* x, const int64_t* koff, int64_t K,
+                    const T* init, bool partial, T* io) {
+  constexpr int kMain = direct_pixels(OV);
+  switch (mp) {
+    case kMain:
+      direct_tile<T, kMain, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+    case 4:
+      direct_tile<T, 4, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+    case 2:
+      direct_tile<T, 2, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+    default:
+      direct_tile<T, 1, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+  }
+}
+
+// One row segment of `count` pixels (SW apart in x, consecutive in io), in tiles of the main
+// width and then 4, 2, 1.
+template <class T, int SW>
+void direct_row(int ov, int64_t count, const T* wT, int64_t ldo, const T* x, const int64_t* koff,
+                int64_t K, const T* init, bool partial, T* io) {
+  const int main = ov >= 4 ? 6 : ov == 3 ? 8 : ov == 2 ? 12 : 24;
+  for (int64_t j = 0; j < count;) {
+    const int64_t left = count - j;
+    const int mp = left >= main ? main : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    const T* xj = x + j * SW;
+    T* o = io + j * ldo;
+    switch (ov) {
+      case 4:
+        direct_tile_mp<T, 4, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+      case 3:
+        direct_tile_mp<T, 3, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+      case 2:
+        direct_tile_mp<T, 2, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+      default:
+        direct_tile_mp<T, 1, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+    }
+    j += mp;
+  }
+}
+
 // ---------------------------------------------------------------- transposes
 // In-register transpose of a lanes × lanes block: r[i] holds row i on entry and column i on
 // exit. Float (16 x 16): interleave 32-bit pairs of rows, then 64-bit pairs; vector s[4i + c]
