@@ -399,6 +399,11 @@ struct ImplicitEngine {
     forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
   }
 
+  // Share of the summed virtual pixels that are output pixels in the weight gradient.
+  static double weight_grad_efficiency(const Conv2dGeometry& g) {
+    return double(g.oh * g.ow) / double(round_up(layout(g).pv, W));
+  }
+
   // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
   // and their output gradients in the virtual layout, with zeros in the dropped columns so
   // those add nothing. With at least a vector's worth of output channels the sums run
@@ -451,8 +456,8 @@ struct ImplicitEngine {
         if (!dw) continue;
         if (transposed) {
           for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
-            conv_tiles::dwt_tiles(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
-                                  ldo * lv, xp, koff.data(), l.xsz, cnt, lv, pw + o0);
+            conv_tiles::dwt_tiles<T, 1>(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
+                                        xp, koff.data(), {cnt, 1, lv, ldo * lv, l.xsz, 0}, pw + o0);
         } else {
           for (int64_t o0 = 0; o0 < O; o0 += kMO)
             for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
@@ -584,6 +589,89 @@ struct DirectEngine {
         to_nchw(yT, P, O, ldo, y + img * O * P);
       }
     });
+  }
+
+  // Weight gradient with the transposed tile over the real output pixels, row by row (no
+  // padding columns, any horizontal stride of 1 or 2), when O fills channel vectors.
+  static bool weight_grad_applies(const Conv2dGeometry& g) { return applies(g) && g.o >= W; }
+
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    if (g.sw == 1)
+      run_dw<1>(gy, x, g, dw, db);
+    else
+      run_dw<2>(gy, x, g, dw, db);
+  }
+
+  template <int SW>
+  static void run_dw(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
+    const int64_t ldo = round_up(O, W), img_in = g.c * g.h * g.w;
+    const bool in_place = g.ph == 0 && g.pw == 0;
+    const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
+    const int64_t per_img = xp_sz + P * ldo;
+    const int nt = threads_for(double(g.n * P) * double(K * O));
+    const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1,
+                                           std::max<int64_t>(1, g.n / (3 * nt)));
+    const int64_t acc_sz = round_up(K * ldo + O, W);
+    const int64_t per_thread = acc_sz + nb * per_img;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    std::vector<int64_t> koff(K);
+    for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
+    for (int t = 0; t < nt; ++t)  // zero each thread's partial sums
+      std::fill(ptr<T>(ws) + t * per_thread, ptr<T>(ws) + t * per_thread + K * ldo + O, T(0));
+    dynamic_threads(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
+      T* pw = ptr<T>(ws) + t * per_thread;  // dWᵀ [K][ldo], then db [O]
+      T* pb = pw + K * ldo;
+      T* xp = pw + acc_sz;       // the group's padded images, xp_sz apart
+      T* dyT = xp + nb * xp_sz;  // the group's dY images as [P][ldo], P·ldo apart
+      const int64_t cnt = e - b;
+      for (int64_t i = 0; i < cnt; ++i) {
+        const T* gyi = gy + (b + i) * O * P;
+        for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);
+        if (!dw) continue;
+        from_nchw(gyi, P, O, ldo, dyT + i * P * ldo);
+        if (!in_place) pad_planes(x + (b + i) * img_in, g, xp + i * xp_sz);
+      }
+      if (!dw) return;
+      const T* xb = in_place ? x + b * img_in : xp;
+      const conv_tiles::PixelRows px{cnt,      g.oh, g.ow, P * ldo, in_place ? img_in : xp_sz,
+                                     g.sh * wp};
+      for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
+        conv_tiles::dwt_tiles<T, SW>(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyT + o0, ldo,
+                                     xb, koff.data(), px, pw + o0);
+    });
+    const T* base = ptr<T>(ws);
+    for (int64_t o = 0; o < O; ++o) {
+      if (dw)
+        for (int64_t k = 0; k < K; ++k) {
+          T sum = 0;
+          for (int t = 0; t < nt; ++t) sum += base[t * per_thread + k * ldo + o];
+          dw[o * K + k] = sum;
+        }
+      if (db) {
+        T sum = 0;
+        for (int t = 0; t < nt; ++t) sum += base[t * per_thread + K * ldo + o];
+        db[o] = sum;
+      }
+    }
+  }
+
+  // dyT[p·ldo + o] = gy[o][p], zero for o in [O, ldo): the inverse of to_nchw.
+  static void from_nchw(const T* gy, int64_t P, int64_t O, int64_t ldo, T* dyT) {
+    using S = Simd<T>;
+    typename S::V r[W];
+    for (int64_t p0 = 0; p0 < P; p0 += W) {
+      const int cnt = int(std::min<int64_t>(W, P - p0));
+      for (int64_t o0 = 0; o0 < ldo; o0 += W) {
+        for (int q = 0; q < W; ++q)
+          r[q] = o0 + q < O ? S::load_n(gy + (o0 + q) * P + p0, cnt) : S::zero();
+        conv_tiles::transpose(r);
+        for (int q = 0; q < cnt; ++q) S::store(dyT + (p0 + q) * ldo + o0, r[q]);
+      }
+    }
   }
 
   // x [C][H][W] into zero-padded planes [C][H + 2ph][W + 2pw].

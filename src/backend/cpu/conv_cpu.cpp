@@ -153,15 +153,23 @@ std::atomic<int> g_engine{int(ConvEngine::Auto)};
 //  * Input gradient: for stride 1 (and padding <= the dilated kernel extent − 1, true of every
 //    usual convolution) a forward convolution of dY, by the forward's rule for its geometry;
 //    else Panel with col2im.
-//  * Weight gradient: Implicit for stride 1, else Panel.
-// A forced engine is used where it applies (Direct has no weight gradient: Implicit or Panel
-// stand in); without AVX-512 everything is Blas.
+//  * Weight gradient: Direct when O fills channel vectors and the stride is not 1 or Implicit
+//    would spend a tenth of its work on padding columns; else Implicit (stride 1) or Panel.
+// A forced engine is used where it applies, else Panel; without AVX-512 everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #if defined(__AVX512F__)
   const ConvEngine forced = ConvEngine(g_engine.load(std::memory_order_relaxed));
   const bool stride1 = g.sh == 1 && g.sw == 1;
   if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
-  if (pass == 2) return stride1 ? ConvEngine::Implicit : ConvEngine::Panel;
+  if (pass == 2) {
+    const bool direct_ok = DirectEngine<float>::weight_grad_applies(g);
+    if (forced == ConvEngine::Direct) return direct_ok ? forced : ConvEngine::Panel;
+    if (forced == ConvEngine::Implicit) return stride1 ? forced : ConvEngine::Panel;
+    // Implicit sums over the padding columns too: Direct when that is a tenth of the work.
+    if (direct_ok && (!stride1 || ImplicitEngine<float>::weight_grad_efficiency(g) < 0.9))
+      return ConvEngine::Direct;
+    return stride1 ? ConvEngine::Implicit : ConvEngine::Panel;
+  }
   if (pass == 1 && !input_grad_is_conv(g)) return ConvEngine::Panel;
   const Conv2dGeometry f = pass == 1 ? input_grad_geometry(g) : g;  // the forward that runs
   const bool implicit_ok = f.sh == 1 && f.sw == 1, direct_ok = DirectEngine<float>::applies(f);

@@ -9,9 +9,9 @@ enum class ConvEngine : int {
   Implicit,  // AVX-512 tiles over shifted windows of padded planes (stride 1)
   Direct,    // AVX-512 tiles of output pixels x output-channel vectors (horizontal stride 1, 2)
 };
-// Forces an engine for all CPU convolutions where it applies (else Panel; Direct has no weight
-// gradient, Implicit or Panel stand in; everything is Blas without AVX-512), so tests can check
-// the engines against each other. Not thread-safe with convolutions running.
+// Forces an engine for all CPU convolutions where it applies (else Panel; everything is Blas
+// without AVX-512), so tests can check the engines against each other. Not thread-safe with
+// convolutions running.
 void set_conv_engine(ConvEngine e);
 // Whether this build has the AVX-512 engines (compiled with AVX-512F).
 bool conv_has_avx512_engine();
