@@ -109,6 +109,8 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
   }
 
   void check(DType dtype, double tol) {
+    int64_t before[3];
+    for (int pass = 0; pass < 3; ++pass) before[pass] = cpu::conv_engine_runs(pass, GetParam());
     for (const Geo& g : geometries()) {
       Generator gen(5);
       Tensor x = Tensor::normal({g.n, g.c, g.h, g.w}, 0, 1, DType::F64, Device::cpu(), &gen);
@@ -125,6 +127,13 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
       EXPECT_LT(rel_err(xt.grad().to_double_vector(), r.dx), tol) << "dx, " << describe(g);
       EXPECT_LT(rel_err(wt.grad().to_double_vector(), r.dw), tol) << "dw, " << describe(g);
       EXPECT_LT(rel_err(bt.grad().to_double_vector(), r.db), tol) << "db, " << describe(g);
+    }
+    // A forced engine must really have run each pass on some of the geometries (a dispatch
+    // that fell through to another engine would pass the comparisons unnoticed).
+    const bool available = cpu::conv_has_avx512_engine() || GetParam() == cpu::ConvEngine::Blas;
+    if (GetParam() != cpu::ConvEngine::Auto && available) {
+      for (int pass = 0; pass < 3; ++pass)
+        EXPECT_GT(cpu::conv_engine_runs(pass, GetParam()), before[pass]) << "pass " << pass;
     }
   }
 };

@@ -187,10 +187,17 @@ ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #endif
 }
 
+// Passes run per (pass, engine), for tests that check a forced engine really ran.
+std::atomic<int64_t> g_runs[3][5];
+ConvEngine ran(int pass, ConvEngine e) {
+  g_runs[pass][int(e)].fetch_add(1, std::memory_order_relaxed);
+  return e;
+}
+
 template <class T>
 struct Engine {
   static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
-    switch (pick(g, 0)) {
+    switch (ran(0, pick(g, 0))) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
         return ImplicitEngine<T>::forward(x, w, b, g, y);
@@ -204,7 +211,7 @@ struct Engine {
     }
   }
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    switch (pick(g, 1)) {
+    switch (ran(1, pick(g, 1))) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
         return ImplicitEngine<T>::backward_input(gy, w, g, dx);
@@ -218,10 +225,12 @@ struct Engine {
     }
   }
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
-    switch (pick(g, 2)) {
+    switch (ran(2, pick(g, 2))) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
         return ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+      case ConvEngine::Direct:
+        return DirectEngine<T>::backward_weight(gy, x, g, dw, db);
       case ConvEngine::Panel:
         return PanelEngine<T>::backward_weight(gy, x, g, dw, db);
 #endif
@@ -281,6 +290,9 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
 
 void set_conv_engine(ConvEngine e) {
   g_engine = int(e);
+}
+int64_t conv_engine_runs(int pass, ConvEngine e) {
+  return g_runs[pass][int(e)].load(std::memory_order_relaxed);
 }
 bool conv_has_avx512_engine() {
 #if defined(__AVX512F__)

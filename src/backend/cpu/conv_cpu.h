@@ -1,5 +1,6 @@
 // Test and benchmark hooks of the CPU convolution (internal).
 #pragma once
+#include <cstdint>
 
 namespace freight::cpu {
 enum class ConvEngine : int {
@@ -13,6 +14,8 @@ enum class ConvEngine : int {
 // without AVX-512), so tests can check the engines against each other. Not thread-safe with
 // convolutions running.
 void set_conv_engine(ConvEngine e);
+// How many times `pass` (0 forward, 1 input gradient, 2 weight gradient) has run on engine e.
+int64_t conv_engine_runs(int pass, ConvEngine e);
 // Whether this build has the AVX-512 engines (compiled with AVX-512F).
 bool conv_has_avx512_engine();
 }  // namespace freight::cpu
