@@ -187,56 +187,90 @@ ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #endif
 }
 
-// Passes run per (pass, engine), for tests that check a forced engine really ran.
+// Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
+// engine really ran.
 std::atomic<int64_t> g_runs[3][5];
-ConvEngine ran(int pass, ConvEngine e) {
+void ran(int pass, ConvEngine e) {
   g_runs[pass][int(e)].fetch_add(1, std::memory_order_relaxed);
-  return e;
 }
 
+// No default cases: -Wswitch flags an engine left out.
 template <class T>
 struct Engine {
   static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
-    switch (ran(0, pick(g, 0))) {
+    const ConvEngine e = pick(g, 0);
+    switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        return ImplicitEngine<T>::forward(x, w, b, g, y);
+        ImplicitEngine<T>::forward(x, w, b, g, y);
+        break;
       case ConvEngine::Direct:
-        return DirectEngine<T>::forward(x, w, b, g, y);
+        DirectEngine<T>::forward(x, w, b, g, y);
+        break;
       case ConvEngine::Panel:
-        return PanelEngine<T>::forward(x, w, b, g, y);
+        PanelEngine<T>::forward(x, w, b, g, y);
+        break;
+#else
+      case ConvEngine::Implicit:
+      case ConvEngine::Direct:
+      case ConvEngine::Panel:
 #endif
-      default:
-        return BlasEngine<T>::forward(x, w, b, g, y);
+      case ConvEngine::Auto:
+      case ConvEngine::Blas:
+        BlasEngine<T>::forward(x, w, b, g, y);
+        break;
     }
+    ran(0, e);
   }
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    switch (ran(1, pick(g, 1))) {
+    const ConvEngine e = pick(g, 1);
+    switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        return ImplicitEngine<T>::backward_input(gy, w, g, dx);
+        ImplicitEngine<T>::backward_input(gy, w, g, dx);
+        break;
       case ConvEngine::Direct:
-        return DirectEngine<T>::backward_input(gy, w, g, dx);
+        DirectEngine<T>::backward_input(gy, w, g, dx);
+        break;
       case ConvEngine::Panel:
-        return PanelEngine<T>::backward_input(gy, w, g, dx);
+        PanelEngine<T>::backward_input(gy, w, g, dx);
+        break;
+#else
+      case ConvEngine::Implicit:
+      case ConvEngine::Direct:
+      case ConvEngine::Panel:
 #endif
-      default:
-        return BlasEngine<T>::backward_input(gy, w, g, dx);
+      case ConvEngine::Auto:
+      case ConvEngine::Blas:
+        BlasEngine<T>::backward_input(gy, w, g, dx);
+        break;
     }
+    ran(1, e);
   }
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
-    switch (ran(2, pick(g, 2))) {
+    const ConvEngine e = pick(g, 2);
+    switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        return ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+        ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
       case ConvEngine::Direct:
-        return DirectEngine<T>::backward_weight(gy, x, g, dw, db);
+        DirectEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
       case ConvEngine::Panel:
-        return PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+        PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
+#else
+      case ConvEngine::Implicit:
+      case ConvEngine::Direct:
+      case ConvEngine::Panel:
 #endif
-      default:
-        return BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+      case ConvEngine::Auto:
+      case ConvEngine::Blas:
+        BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
     }
+    ran(2, e);
   }
 };
 
