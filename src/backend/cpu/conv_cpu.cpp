@@ -146,15 +146,15 @@ struct BlasEngine {
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 
 // The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
-//  * Forward: with stride 1, Implicit or Direct, whichever wastes less (Implicit computes the
-//    padding columns and the last tile's overrun; Direct needs O to fill channel vectors and
-//    pays a transposition per image, which a short k loop cannot hide); with other strides
-//    Direct when O fills its vectors, else Panel.
+//  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
+//    the padding columns and each image's last-tile overrun; Direct needs two vectors of output
+//    channels and enough taps to hide the transposition of its output); with other strides
+//    Direct when O fills a vector, else Panel.
 //  * Input gradient: for stride 1 (and padding <= the dilated kernel extent − 1, true of every
 //    usual convolution) a forward convolution of dY, by the forward's rule for its geometry;
 //    else Panel with col2im.
-//  * Weight gradient: Direct when O fills channel vectors and the stride is not 1 or Implicit
-//    would spend a tenth of its work on padding columns; else Implicit (stride 1) or Panel.
+//  * Weight gradient: Direct when O fills a vector (horizontal stride 1 or 2), else Implicit
+//    (stride 1) or Panel.
 // A forced engine is used where it applies, else Panel; without AVX-512 everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #if defined(__AVX512F__)
@@ -162,25 +162,26 @@ ConvEngine pick(const Conv2dGeometry& g, int pass) {
   const bool stride1 = g.sh == 1 && g.sw == 1;
   if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
   if (pass == 2) {
+    // Direct sums over the real pixels only and measured at least as fast wherever it applies.
     const bool direct_ok = DirectEngine<float>::weight_grad_applies(g);
-    if (forced == ConvEngine::Direct) return direct_ok ? forced : ConvEngine::Panel;
     if (forced == ConvEngine::Implicit) return stride1 ? forced : ConvEngine::Panel;
-    // Implicit sums over the padding columns too: Direct when that is a tenth of the work.
-    if (direct_ok && (!stride1 || ImplicitEngine<float>::weight_grad_efficiency(g) < 0.9))
-      return ConvEngine::Direct;
-    return stride1 ? ConvEngine::Implicit : ConvEngine::Panel;
+    if (direct_ok) return ConvEngine::Direct;
+    return stride1 && forced == ConvEngine::Auto ? ConvEngine::Implicit : ConvEngine::Panel;
   }
   if (pass == 1 && !input_grad_is_conv(g)) return ConvEngine::Panel;
   const Conv2dGeometry f = pass == 1 ? input_grad_geometry(g) : g;  // the forward that runs
   const bool implicit_ok = f.sh == 1 && f.sw == 1, direct_ok = DirectEngine<float>::applies(f);
   if (forced == ConvEngine::Implicit) return implicit_ok ? forced : ConvEngine::Panel;
   if (forced == ConvEngine::Direct) return direct_ok ? forced : ConvEngine::Panel;
+  // Direct's tiles need two channel vectors to run near the implicit tile's speed, and enough
+  // taps to hide the transposition of its output.
   const int64_t K = f.c * f.kh * f.kw;
-  const double direct = direct_ok && K >= 16 ? DirectEngine<float>::efficiency(f) : 0.0;
+  const bool direct_fast = direct_ok && K >= 16 && f.o >= 2 * Simd<float>::kLanes;
+  const double direct = direct_fast ? DirectEngine<float>::efficiency(f) : 0.0;
   if (implicit_ok)
     return direct > 1.05 * ImplicitEngine<float>::efficiency(f) ? ConvEngine::Direct
                                                                 : ConvEngine::Implicit;
-  return direct >= 0.6 ? ConvEngine::Direct : ConvEngine::Panel;
+  return direct_ok && f.o >= Simd<float>::kLanes ? ConvEngine::Direct : ConvEngine::Panel;
 #else
   (void)g, (void)pass;
   return ConvEngine::Blas;
