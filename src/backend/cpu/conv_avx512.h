@@ -1,8 +1,12 @@
 // The AVX-512 engines of the CPU convolution (float32 and float64), used by conv_cpu.cpp:
 //  * PanelEngine (any stride): im2col rows written straight into the panel layout of the
-//    register tile, so there is no separate packing pass.
+//    register tile, so there is no separate packing pass; col2im for the input gradient.
 //  * ImplicitEngine (stride 1): no unrolling at all; the tiles read shifted windows of the
-//    zero-padded input planes.
+//    zero-padded input planes, output channels x pixels.
+//  * DirectEngine (horizontal stride 1 or 2): output pixels x vectors of output channels,
+//    broadcast from the padded input; no work on padding columns, whole rows of small images.
+// The input gradient of a stride-1 convolution runs as a forward convolution on either of the
+// last two.
 #pragma once
 #if defined(__AVX512F__)
 #include <vector>
