@@ -527,12 +527,12 @@ struct DirectEngine {
   static bool applies(const Conv2dGeometry& g) { return g.sw == 1 || g.sw == 2; }
 
   // Share of the tiles' work that produces wanted outputs: channel vectors filled by O, and
-  // the rows' tail tiles (narrower than the main width) counted at about half efficiency.
+  // the rows' tail tiles (narrower than the main width) counted at three quarters.
   static double efficiency(const Conv2dGeometry& g) {
     const int64_t ldo = round_up(g.o, W);
     const int main = conv_tiles::direct_pixels(int(std::min<int64_t>(4, ldo / W)));
     const int64_t full = g.ow / main * main;
-    return double(g.o) / double(ldo) * (double(full) + 0.5 * double(g.ow - full)) / double(g.ow);
+    return double(g.o) / double(ldo) * (double(full) + 0.75 * double(g.ow - full)) / double(g.ow);
   }
 
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
