@@ -43,8 +43,8 @@ double time_ms(int reps, Fn&& fn) {
     double c0 = cpu_now_ms();
     auto t0 = std::chrono::steady_clock::now();
     fn();
-    ts.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ts.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     cpu.push_back(cpu_now_ms() - c0);
   }
   g_min = *std::min_element(ts.begin(), ts.end());
@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
     fmt::print(
         "{{\"impl\": \"freight\", \"threads\": {}, \"step_loop\": {}, \"B\": {}, \"T\": {}, "
         "\"I\": {}, \"H\": {}, \"fwd_bwd_ms\": {:.3f}, \"fwd_bwd_x_nograd_ms\": {:.3f}, "
-        "\"fwd_nograd_ms\": {:.3f}, \"min_ms\": [{:.3f}, {:.3f}, {:.3f}], \"cpu_ms\": [{:.3f}, {:.3f}, {:.3f}], \"fwd_gflops\": {:.1f}, "
+        "\"fwd_nograd_ms\": {:.3f}, \"min_ms\": [{:.3f}, {:.3f}, {:.3f}], \"cpu_ms\": [{:.3f}, "
+        "{:.3f}, {:.3f}], \"fwd_gflops\": {:.1f}, "
         "\"fwd_bwd_gflops\": {:.1f}}}\n",
         num_threads(), step_loop, s.B, s.T, s.I, s.H, fb, fb_nox, f, fb_min, fb_nox_min, f_min,
-        fb_cpu, fb_nox_cpu, f_cpu,
-        flop / f * 1e-6, 3 * flop / fb * 1e-6);
+        fb_cpu, fb_nox_cpu, f_cpu, flop / f * 1e-6, 3 * flop / fb * 1e-6);
   }
 }

@@ -14,7 +14,7 @@ import torch
 p = argparse.ArgumentParser()
 p.add_argument("--threads", type=int, default=2)
 p.add_argument("--reps", type=int, default=30)
-p.add_argument("--shapes", default="64,28,28,128;64,32,256,256")
+p.add_argument("--shapes", default="64,28,28,128;256,28,28,128;64,32,256,256")
 a = p.parse_args()
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
@@ -29,12 +29,18 @@ for spec in a.shapes.split(";"):
         out, (hn, cn) = lstm(x)
         out.backward(g)
 
+    x_data = x.detach()  # an input that needs no gradient (the first layer of a model)
+
+    def step_x_nograd():
+        out, (hn, cn) = lstm(x_data)
+        out.backward(g)
+
     def fwd():
         with torch.no_grad():
             lstm(x)
 
     res = {}
-    for name, fn in (("fwd_bwd", step), ("fwd_nograd", fwd)):
+    for name, fn in (("fwd_bwd", step), ("fwd_bwd_x_nograd", step_x_nograd), ("fwd_nograd", fwd)):
         for _ in range(3):
             fn()
         ts = []
