@@ -43,11 +43,14 @@ for spec in a.shapes.split(";"):
     for name, fn in (("fwd_bwd", step), ("fwd_bwd_x_nograd", step_x_nograd), ("fwd_nograd", fwd)):
         for _ in range(3):
             fn()
-        ts = []
+        ts, cpu = [], []
         for _ in range(a.reps):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         res[name + "_ms"] = round(statistics.median(ts) * 1e3, 3)
+        res[name + "_cpu_ms"] = round(statistics.median(cpu) * 1e3, 3)
     print(json.dumps({"impl": "torch", "torch": torch.__version__, "threads": a.threads,
                       "B": B, "T": T, "I": I, "H": H, **res}), flush=True)
