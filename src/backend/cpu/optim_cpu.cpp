@@ -65,12 +65,12 @@ void sgd_range(T* p, const T* g, T* buf, bool fresh, int64_t b, int64_t e, const
 // The step scalars of optim.h, when given, replace the config's values (read on the host here).
 const double* step_scalars(const Tensor& scalars, int64_t count, const char* kernel) {
   if (!scalars.defined()) return nullptr;
-  FREIGHT_CHECK(scalars.dtype() == DType::F64 && scalars.is_contiguous() &&
-                    scalars.numel() >= count && scalars.device().is_cpu(),
-                std::string(kernel) +
-                    " (cpu): step scalars must be a float64 CPU tensor of at "
-                    "least " +
-                    std::to_string(count) + " values");
+  FREIGHT_CHECK(
+      scalars.dtype() == DType::F64 && scalars.is_contiguous() && scalars.numel() >= count,
+      std::string(kernel) +
+          " (cpu): step scalars must be a contiguous float64 tensor "
+          "of at least " +
+          std::to_string(count) + " values");
   return scalars.data<double>();
 }
 
