@@ -153,6 +153,19 @@ std::string markdown_report(const json& doc) {
   }
   for (const json& d : doc.at("devices"))
     md += fmt::format("- {}: {}\n", str(d, "device"), str(d, "description"));
+  if (doc.contains("peaks") && !doc["peaks"].empty()) {
+    std::vector<std::string> ps;
+    for (const json& p : doc["peaks"]) {
+      int t = int(num(p, "threads"));
+      ps.push_back(fmt::format("{}{} {} GFLOP/s (measured {}{}, spread {:.0f}%)", str(p, "device"),
+                               t > 0 ? fmt::format(" {} thread{}", t, t == 1 ? "" : "s") : "",
+                               format_sig(num(p, "fp32_gflops")), str(p, "measured_at"),
+                               p.value("from_cache", false) ? ", from the peaks cache" : "",
+                               100 * num(p, "spread")));
+    }
+    md +=
+        "- peak fp32 GEMM (freight::peaks_for, the basis of \"of peak\"): " + join(ps, "; ") + "\n";
+  }
   const json& s = doc.at("settings");
   md += fmt::format(
       "- {} precision; {}; random inputs of each model's shape; a training step is zero_grad, "

@@ -10,6 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
+
+#include "freight/device.h"
+#include "freight/peaks.h"
+#include "freight/runtime.h"
 
 namespace {
 
@@ -54,9 +59,31 @@ void expect_fields(const nlohmann::json& j, const std::vector<const char*>& keys
     EXPECT_TRUE(j.contains(k)) << what << " has no '" << k << "':\n" << j.dump(1);
 }
 
+// A peaks cache with a round 100 GFLOP/s for the CPU with 1 and with all threads, under the keys
+// the bench process will look up (it runs without OPENBLAS_CORETYPE), so that it measures
+// nothing and the fraction of peak is checkable.
+std::string seed_peaks(const fs::path& dir) {
+  ::unsetenv("OPENBLAS_CORETYPE");
+  std::string path = (dir / "peaks.json").string();
+  int previous = freight::num_threads();
+  for (int t : {1, int(std::max(1u, std::thread::hardware_concurrency()))}) {
+    freight::set_num_threads(t);
+    freight::DevicePeaks p;
+    p.device = freight::Device::cpu();
+    p.key = freight::peaks_key(p.device);
+    p.threads = t;
+    p.fp32_flops = 100e9;
+    p.gemm_n = 2048;
+    p.measured_at = "2000-01-01T00:00:00Z";
+    freight::save_peaks(p, path);
+  }
+  freight::set_num_threads(previous);
+  return path;
+}
+
 TEST_F(Bench, QuickRunWritesTableJsonAndPlots) {
   bool torch = torch_available();
-  std::string cmd = std::string(FREIGHT_CLI_PATH) +
+  std::string cmd = "FREIGHT_PEAKS_FILE=" + seed_peaks(dir_) + " " + std::string(FREIGHT_CLI_PATH) +
                     " bench --quick --models mlp --batch-sizes 8 --threads 1,all --devices "
                     "cpu,cuda --seconds 0.05 --out " +
                     dir_.string() + (torch ? " --vs pytorch" : "");

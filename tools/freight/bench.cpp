@@ -41,6 +41,7 @@
 #include "freight/device.h"
 #include "freight/error.h"
 #include "freight/nn/model_file.h"
+#include "freight/peaks.h"
 #include "freight/runtime.h"
 
 #ifndef FREIGHT_VERSION
@@ -72,7 +73,7 @@ struct Options {
   std::string models, batch_sizes, devices = "cpu,cuda", threads, precision = "fp32";
   std::string out = "freight-bench", name = "bench", vs;
   std::string python = "/usr/bin/python3", pytorch_script;
-  bool quick = false, keep_coretype = false, no_plots = false;
+  bool quick = false, keep_coretype = false, no_plots = false, remeasure_peaks = false;
   double seconds = -1, warmup_seconds = -1, latency_seconds = -1, max_step_seconds = 2.5;
   int min_rounds = 3;
 };
@@ -171,11 +172,21 @@ json describe_device(const DeviceInfo& d, const std::string& build) {
   return j;
 }
 
-// The measured FLOP/s peak of a device with `threads` CPU threads (NaN when unknown).
-double peak_flops(Device device, int threads) {
-  (void)device;
-  (void)threads;
-  return std::nan("");
+// The measured fp32 peak of a device with the current CPU thread count (freight::peaks_for: from
+// the peaks cache when this device and build were measured before, else measured now), as a
+// record for the report.
+json device_peak(Device device, bool remeasure) {
+  DevicePeaks p = remeasure ? measure_peaks(device) : peaks_for(device);
+  json j{{"device", device.str()},
+         {"threads", device.is_cpu() ? p.threads : 0},
+         {"fp32_gflops", p.fp32_flops / 1e9},
+         {"gemm_n", p.gemm_n},
+         {"spread", p.spread},
+         {"measured_at", p.measured_at},
+         {"from_cache", p.from_cache}};
+  if (p.tf32_flops > 0) j["tf32_gflops"] = p.tf32_flops / 1e9;
+  if (p.bf16_flops > 0) j["bf16_gflops"] = p.bf16_flops / 1e9;
+  return j;
 }
 
 // One PyTorch configuration: a worker process (BLAS flavour), threads, device, torch.compile.
@@ -363,6 +374,8 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--keep-openblas-coretype", o->keep_coretype,
                 "Keep OPENBLAS_CORETYPE (default: removed for Freight and PyTorch)");
   cmd->add_flag("--no-plots", o->no_plots, "Do not run gnuplot");
+  cmd->add_flag("--remeasure-peaks", o->remeasure_peaks,
+                "Measure the devices' peaks now instead of using the peaks cache");
   cmd->callback([o] {
     if (!o->keep_coretype) restart_without_coretype();
     std::signal(SIGPIPE, SIG_IGN);  // a worker that died is reported, not fatal
@@ -513,7 +526,7 @@ void add_bench(CLI::App& app) {
     // ---- the rows, interleaved: per model and batch, Freight's rows then PyTorch's ----
     size_t total = specs.size() * batches.size() * (threads.size() + gpus.size()), done = 0;
     json rows = json::array();
-    std::map<std::string, double> peaks;          // "cpu/2" -> FLOP/s
+    std::map<std::string, json> peaks;            // "cpu/2" -> device_peak()
     std::map<std::string, json> freight_latency;  // model/device/threads -> latency fields
     std::map<std::string, json> torch_latency;    // model/config -> latency fields
     for (const nn::ModelSpec& spec : specs) {
@@ -565,10 +578,19 @@ void add_bench(CLI::App& app) {
                                         {"latency_min_ms", 1e3 * m.latency.min_s},
                                         {"latency_calls", m.latency.calls}};
               if (freight_latency.count(key)) r.update(freight_latency[key]);
-              std::string pkey = fmt::format("{}/{}", dev.str(), t);
-              if (!peaks.count(pkey)) peaks[pkey] = peak_flops(dev, t);
-              double peak = peaks[pkey];
-              if (std::isfinite(peak) && peak > 0) {
+              std::string pkey = fmt::format("{}/{}", dev.str(), dev.is_cpu() ? t : 0);
+              if (!peaks.count(pkey)) {
+                try {
+                  set_num_threads(dev.is_cpu() ? t : all_threads);
+                  peaks[pkey] = device_peak(dev, o->remeasure_peaks);
+                  doc["peaks"].push_back(peaks[pkey]);
+                } catch (const Error& e) {
+                  peaks[pkey] = json{{"error", e.what()}};
+                  notes.push_back(fmt::format("no peak for {}: {}", pkey, e.what()));
+                }
+              }
+              double peak = peaks[pkey].value("fp32_gflops", 0.0) * 1e9;
+              if (peak > 0) {
                 r["peak_gflops"] = peak / 1e9;
                 r["fraction_of_peak"] = 3 * m.forward_flops / m.step.median_s / peak;
               }
