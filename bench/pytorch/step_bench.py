@@ -251,6 +251,12 @@ def run(req, blas):
         "device": device, "compile": use_compile, "precision": precision,
         "blas": os.environ.get("LD_LIBRARY_PATH", "default"),
     }
+    if use_compile:
+        # Compiling happens in the first calls: do it before the timing rule sees a first step.
+        t = time.perf_counter()
+        step()
+        sync()
+        result["compile_seconds"] = time.perf_counter() - t
     seconds = float(req.get("seconds", 0))
     try:
         if seconds > 0:

@@ -337,6 +337,282 @@ std::string ms(double s) {
   return bench::format_sig(1e3 * s);
 }
 
+// What to run, from the options.
+struct Plan {
+  std::vector<nn::ModelSpec> specs;
+  std::vector<int64_t> batches;
+  std::vector<int> threads;  // CPU rows (empty: no CPU rows)
+  std::vector<Device> gpus;
+  int all_threads = 1;
+  bench::TimingOptions timing;
+};
+
+Plan make_plan(const Options& o, std::vector<std::string>& notes) {
+  Plan p;
+  for (const std::string& m : split(!o.models.empty() ? o.models
+                                    : o.quick         ? kQuickModels
+                                                      : kDefaultModels))
+    p.specs.push_back(nn::load_model_spec(m));
+  FREIGHT_CHECK(!p.specs.empty(), "--models: no model given");
+  for (const std::string& b : split(!o.batch_sizes.empty() ? o.batch_sizes
+                                    : o.quick              ? "64"
+                                                           : "1,64,256"))
+    p.batches.push_back(parse_positive("--batch-sizes", b));
+  FREIGHT_CHECK(!p.batches.empty(), "--batch-sizes: no batch size given");
+  p.all_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  for (const std::string& t : split(!o.threads.empty() ? o.threads : o.quick ? "all" : "1,all")) {
+    int n = t == "all" ? p.all_threads : int(parse_positive("--threads", t));
+    if (std::find(p.threads.begin(), p.threads.end(), n) == p.threads.end()) p.threads.push_back(n);
+  }
+  bool want_cpu = false;
+  for (const std::string& d : split(o.devices)) {
+    if (d == "cpu") {
+      want_cpu = true;
+      continue;
+    }
+    FREIGHT_CHECK(d == "cuda" || d.starts_with("cuda:"),
+                  fmt::format("--devices: '{}' is not cpu, cuda or cuda:N", d));
+    std::string why;
+    if (!cuda_available(&why)) {  // absent GPUs are skipped with the reason, not an error
+      notes.push_back(fmt::format("no GPU rows: {}", why));
+      continue;
+    }
+    if (d == "cuda") {
+      for (int i = 0; i < cuda_device_count(); ++i) p.gpus.push_back(Device::cuda(i));
+    } else if (Device dev = parse_device(d); dev.index < cuda_device_count()) {
+      p.gpus.push_back(dev);
+    } else {
+      notes.push_back(fmt::format("no rows for {}: there are {} GPUs", d, cuda_device_count()));
+    }
+  }
+  if (!want_cpu) p.threads.clear();
+  p.timing.seconds = o.seconds > 0 ? o.seconds : o.quick ? 0.25 : 1.0;
+  p.timing.warmup_seconds = o.quick ? 0.1 : 0.25;
+  p.timing.latency_seconds = o.quick ? 0.1 : 0.3;
+  p.timing.min_rounds = o.min_rounds;
+  p.timing.max_step_seconds = o.max_step_seconds;
+  return p;
+}
+
+// The rows, interleaved: per model and batch, Freight's CPU rows, PyTorch's CPU configurations,
+// then per GPU Freight's row and PyTorch's. Progress goes to stderr.
+class Sweep {
+ public:
+  Sweep(const Options& o, const Plan& plan, json& doc, std::vector<std::string>& notes,
+        PyTorchSide* torch)
+      : o_(o), plan_(plan), doc_(doc), notes_(notes), torch_(torch) {
+    total_ = plan.specs.size() * plan.batches.size() * (plan.threads.size() + plan.gpus.size());
+  }
+
+  json run() {
+    for (const nn::ModelSpec& spec : plan_.specs) {
+      for (int64_t batch : plan_.batches) {
+        std::vector<size_t> cpu_rows;
+        for (int t : plan_.threads) cpu_rows.push_back(freight_row(spec, batch, Device::cpu(), t));
+        if (torch_ && !cpu_rows.empty()) {
+          std::vector<json> results = torch_runs(spec, batch, torch_->cpu);
+          for (size_t i : cpu_rows) {  // each Freight row against PyTorch with as many threads
+            int t = rows_[i]["threads"].get<int>();
+            std::vector<json> eligible;
+            for (size_t k = 0; k < torch_->cpu.size(); ++k)
+              if (torch_->cpu[k].threads <= t) eligible.push_back(results[k]);
+            attach_torch(rows_[i], eligible);
+          }
+        }
+        for (Device g : plan_.gpus) {
+          size_t i = freight_row(spec, batch, g, plan_.all_threads);
+          if (torch_ && torch_->gpu.count(g.index))
+            attach_torch(rows_[i], torch_runs(spec, batch, torch_->gpu[g.index]));
+          gpu_speedup(rows_[i], cpu_rows);
+        }
+      }
+    }
+    return rows_;
+  }
+
+ private:
+  size_t freight_row(const nn::ModelSpec& spec, int64_t batch, Device dev, int threads) {
+    const json& dj = device_json(dev);
+    json r{{"framework", "freight"},
+           {"version", FREIGHT_VERSION},
+           {"model", spec.name},
+           {"batch_size", batch},
+           {"precision", o_.precision},
+           {"optimizer", "SGD, momentum 0.9, lr 0.01"},
+           {"device", dev.str()},
+           {"device_name", dj.value("name", "")},
+           {"device_description", dj.value("description", "")},
+           {"threads", threads},
+           {"load_1min", load_average()[0]}};
+    fmt::print(stderr, "[{:>2}/{}] {} batch {} {}: ", ++done_, total_, spec.name, batch,
+               dev.is_cpu() ? fmt::format("cpu {}t", threads) : dev.str());
+    std::fflush(stderr);
+    std::string key = fmt::format("{}/{}/{}", spec.name, dev.str(), threads);
+    try {
+      set_num_threads(threads);
+      r["build"] = build_info();
+      bench::FreightMeasurement m = bench::measure_freight(spec, batch, dev, threads, plan_.timing,
+                                                           !freight_latency_.count(key));
+      r["first_step_ms"] = 1e3 * m.step.first_step_s;
+      if (m.step.skipped) {
+        r["status"] = "skipped";
+        r["reason"] = m.step.reason;
+        fmt::print(stderr, "skipped: {}\n", m.step.reason);
+      } else {
+        double t = m.step.median_s, flops = 3 * m.forward_flops;
+        r.update({{"status", "ok"},
+                  {"median_ms", 1e3 * t},
+                  {"min_ms", 1e3 * m.step.min_s},
+                  {"max_ms", 1e3 * m.step.max_s},
+                  {"rounds", m.step.rounds},
+                  {"steps_per_round", m.step.steps_per_round},
+                  {"warmup_steps", m.step.warmup_steps},
+                  {"samples_per_s", double(batch) / t},
+                  {"forward_flops", m.forward_flops},
+                  {"step_flops", flops},
+                  {"gflops", flops / t / 1e9},
+                  {"peak_memory_bytes", m.peak_memory}});
+        if (m.has_latency)
+          freight_latency_[key] = {{"latency_ms", 1e3 * m.latency.median_s},
+                                   {"latency_min_ms", 1e3 * m.latency.min_s},
+                                   {"latency_calls", m.latency.calls}};
+        if (freight_latency_.count(key)) r.update(freight_latency_[key]);
+        double peak = peak_flops(dev, threads);
+        if (peak > 0) {
+          r["peak_gflops"] = peak / 1e9;
+          r["fraction_of_peak"] = flops / t / peak;
+        }
+        fmt::print(stderr, "{} ms/step ({}-{}), {} samples/s{}\n", ms(t), ms(m.step.min_s),
+                   ms(m.step.max_s), bench::format_sig(double(batch) / t),
+                   r.contains("latency_ms")
+                       ? fmt::format(", batch-1 latency {} ms",
+                                     bench::format_sig(r["latency_ms"].get<double>()))
+                       : "");
+      }
+    } catch (const Error& e) {
+      r.update({{"status", "error"}, {"reason", e.what()}});
+      fmt::print(stderr, "error: {}\n", e.what());
+    } catch (const std::bad_alloc&) {
+      r.update({{"status", "error"}, {"reason", "out of memory"}});
+      fmt::print(stderr, "error: out of memory\n");
+    }
+    set_num_threads(plan_.all_threads);
+    rows_.push_back(r);
+    return rows_.size() - 1;
+  }
+
+  const json& device_json(Device dev) const {
+    for (const json& d : doc_["devices"])
+      if (d.value("device", "") == dev.str()) return d;
+    static const json none = json::object();
+    return none;
+  }
+
+  // The fp32 peak of `dev` with `threads` CPU threads, once per setting (0 when unknown).
+  double peak_flops(Device dev, int threads) {
+    std::string key = fmt::format("{}/{}", dev.str(), threads);
+    if (!peaks_.count(key)) {
+      try {
+        set_num_threads(threads);
+        peaks_[key] = device_peak(dev, o_.remeasure_peaks);
+        doc_["peaks"].push_back(peaks_[key]);
+      } catch (const Error& e) {
+        peaks_[key] = json::object();
+        notes_.push_back(fmt::format("no peak for {}: {}", key, e.what()));
+      }
+    }
+    return peaks_[key].value("fp32_gflops", 0.0) * 1e9;
+  }
+
+  std::vector<json> torch_runs(const nn::ModelSpec& spec, int64_t batch,
+                               const std::vector<TorchConfig>& configs) {
+    std::vector<json> out;
+    for (const TorchConfig& c : configs) {
+      std::string key = spec.name + "/" + c.label;
+      fmt::print(stderr, "        pytorch {}: ", c.label);
+      std::fflush(stderr);
+      json p = run_torch(c, spec, batch, o_, plan_.timing, !torch_latency_.count(key));
+      if (p.contains("latency_ms")) torch_latency_[key] = p["latency_ms"].get<double>();
+      if (p["status"] == "ok")
+        fmt::print(
+            stderr, "{} ms/step ({}-{}){}\n", bench::format_sig(p["median_ms"].get<double>()),
+            bench::format_sig(p["min_ms"].get<double>()),
+            bench::format_sig(p["max_ms"].get<double>()),
+            p.contains("latency_ms") ? fmt::format(", batch-1 latency {} ms",
+                                                   bench::format_sig(p["latency_ms"].get<double>()))
+                                     : "");
+      else
+        fmt::print(stderr, "{}: {}\n", p["status"].get<std::string>(),
+                   p.value("reason", p.value("error", "")));
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  // PyTorch's fastest of `results` (the configurations eligible for `row`) and the ratios; its
+  // latency is the best of theirs.
+  void attach_torch(json& row, const std::vector<json>& results) {
+    json best, tried = json::array();
+    double best_latency = 0;
+    for (const json& p : results) {
+      tried.push_back({{"config", p.value("config", "")},
+                       {"status", p.value("status", "")},
+                       {"median_ms", p.contains("median_ms") ? p["median_ms"] : json()}});
+      if (p.value("status", "") == "ok" &&
+          (best.is_null() || p["median_ms"].get<double>() < best["median_ms"].get<double>()))
+        best = p;
+      auto l = torch_latency_.find(row.value("model", "") + "/" + p.value("config", ""));
+      if (l != torch_latency_.end() && (best_latency == 0 || l->second < best_latency))
+        best_latency = l->second;
+    }
+    json pt{{"tried", tried}};
+    if (best.is_null()) {
+      pt["status"] = results.empty() ? "not run" : results.front().value("status", "error");
+      if (!results.empty())
+        pt["reason"] = results.front().value("reason", results.front().value("error", ""));
+    } else {
+      pt["status"] = "ok";
+      for (const char* k :
+           {"config", "blas_flavour", "threads", "blas_threads", "compile", "version", "median_ms",
+            "min_ms", "max_ms", "rounds", "steps_per_round", "warmup_steps", "peak_memory_bytes"})
+        if (best.contains(k)) pt[k] = best[k];
+      double p = best["median_ms"].get<double>();
+      pt["samples_per_s"] = row["batch_size"].get<double>() / p * 1e3;
+      if (best_latency > 0) pt["latency_ms"] = best_latency;
+      if (row.value("status", "") == "ok") {
+        double f = row["median_ms"].get<double>();
+        pt["freight_over_pytorch"] = f / p;
+        pt["speedup"] = p / f;
+      }
+    }
+    row["pytorch"] = pt;
+  }
+
+  // GPU over CPU: against the CPU row with the most threads, same model and batch.
+  void gpu_speedup(json& gpu_row, const std::vector<size_t>& cpu_rows) const {
+    const json* cpu = nullptr;
+    for (size_t c : cpu_rows)
+      if (rows_[c]["status"] == "ok" &&
+          (!cpu || rows_[c]["threads"].get<int>() > (*cpu)["threads"].get<int>()))
+        cpu = &rows_[c];
+    if (!cpu || gpu_row["status"] != "ok") return;
+    gpu_row["gpu_speedup_over_cpu"] =
+        (*cpu)["median_ms"].get<double>() / gpu_row["median_ms"].get<double>();
+    gpu_row["cpu_threads_for_speedup"] = (*cpu)["threads"];
+  }
+
+  const Options& o_;
+  const Plan& plan_;
+  json& doc_;
+  std::vector<std::string>& notes_;
+  PyTorchSide* torch_;
+  json rows_ = json::array();
+  size_t total_ = 0, done_ = 0;
+  std::map<std::string, json> peaks_;            // "cpu/2" -> device_peak()
+  std::map<std::string, json> freight_latency_;  // "model/device/threads" -> latency fields
+  std::map<std::string, double> torch_latency_;  // "model/config" -> ms
+};
+
 }  // namespace
 
 void add_bench(CLI::App& app) {
@@ -398,64 +674,10 @@ void add_bench(CLI::App& app) {
                       ct));
     }
 
-    // ---- what to run ----
-    std::vector<nn::ModelSpec> specs;
-    for (const std::string& m : split(!o->models.empty() ? o->models
-                                      : o->quick         ? kQuickModels
-                                                         : kDefaultModels))
-      specs.push_back(nn::load_model_spec(m));
-    FREIGHT_CHECK(!specs.empty(), "--models: no model given");
-    std::vector<int64_t> batches;
-    for (const std::string& b : split(!o->batch_sizes.empty() ? o->batch_sizes
-                                      : o->quick              ? "64"
-                                                              : "1,64,256"))
-      batches.push_back(parse_positive("--batch-sizes", b));
-    FREIGHT_CHECK(!batches.empty(), "--batch-sizes: no batch size given");
-    int all_threads = int(std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<int> threads;
-    for (const std::string& t : split(!o->threads.empty() ? o->threads
-                                      : o->quick          ? "all"
-                                                          : "1,all")) {
-      int n = t == "all" ? all_threads : int(parse_positive("--threads", t));
-      if (std::find(threads.begin(), threads.end(), n) == threads.end()) threads.push_back(n);
-    }
-    bool want_cpu = false;
-    std::vector<Device> gpus;
-    for (const std::string& d : split(o->devices)) {
-      if (d == "cpu") {
-        want_cpu = true;
-      } else if (d == "cuda" || d.starts_with("cuda:")) {
-        std::string why;
-        if (!cuda_available(&why)) {
-          notes.push_back(fmt::format("no GPU rows: {}", why));
-          continue;
-        }
-        if (d == "cuda") {
-          for (int i = 0; i < cuda_device_count(); ++i) gpus.push_back(Device::cuda(i));
-        } else {
-          Device dev = parse_device(d);
-          if (dev.index < cuda_device_count())
-            gpus.push_back(dev);
-          else
-            notes.push_back(
-                fmt::format("no rows for {}: there are {} GPUs", d, cuda_device_count()));
-        }
-      } else {
-        throw Error(fmt::format("--devices: '{}' is not cpu, cuda or cuda:N", d));
-      }
-    }
-    if (!want_cpu) threads.clear();
-
-    bench::TimingOptions timing;
-    timing.seconds = o->seconds > 0 ? o->seconds : o->quick ? 0.25 : 1.0;
-    timing.warmup_seconds = o->quick ? 0.1 : 0.25;
-    timing.latency_seconds = o->quick ? 0.1 : 0.3;
-    timing.min_rounds = o->min_rounds;
-    timing.max_step_seconds = o->max_step_seconds;
-
+    Plan plan = make_plan(*o, notes);
     fs::create_directories(o->out);
     int previous_threads = num_threads();
-    set_num_threads(all_threads);
+    set_num_threads(plan.all_threads);
     std::string build_all = build_info();
 
     json doc;
@@ -463,9 +685,10 @@ void add_bench(CLI::App& app) {
     doc["freight"] = {{"version", FREIGHT_VERSION}, {"build", build_all}};
     doc["started_at"] = utc_now();
     doc["load_average"]["start"] = load_average();
+    const bench::TimingOptions& timing = plan.timing;
     doc["settings"] = {{"models", json::array()},
-                       {"batch_sizes", batches},
-                       {"threads", threads},
+                       {"batch_sizes", plan.batches},
+                       {"threads", plan.threads},
                        {"devices", json::array()},
                        {"precision", o->precision},
                        {"optimizer", "SGD, momentum 0.9, lr 0.01"},
@@ -476,24 +699,22 @@ void add_bench(CLI::App& app) {
                        {"max_step_seconds", timing.max_step_seconds},
                        {"quick", o->quick},
                        {"vs", o->vs}};
-    for (const auto& s : specs) doc["settings"]["models"].push_back(s.name);
-    std::vector<DeviceInfo> infos = list_devices();
-    std::map<std::string, json> device_json;
-    for (const DeviceInfo& d : infos) {
-      bool used = d.device.is_cpu() ? want_cpu
-                                    : std::find(gpus.begin(), gpus.end(), d.device) != gpus.end();
-      if (!used && !d.device.is_cpu()) continue;
-      json j = describe_device(d, build_all);
-      device_json[d.device.str()] = j;
-      doc["devices"].push_back(j);
-      if (used) doc["settings"]["devices"].push_back(d.device.str());
+    for (const auto& s : plan.specs) doc["settings"]["models"].push_back(s.name);
+    doc["devices"] = json::array();
+    doc["peaks"] = json::array();
+    for (const DeviceInfo& d : list_devices()) {
+      bool gpu_used = std::find(plan.gpus.begin(), plan.gpus.end(), d.device) != plan.gpus.end();
+      if (d.device.is_cuda() && !gpu_used) continue;
+      doc["devices"].push_back(describe_device(d, build_all));
+      if (gpu_used || (d.device.is_cpu() && !plan.threads.empty()))
+        doc["settings"]["devices"].push_back(d.device.str());
     }
     doc["flops_convention"] = kFlopsConvention;
 
     std::unique_ptr<PyTorchSide> torch;
     if (o->vs == "pytorch") {
       json info = {{"workers", json::array()}};
-      torch = std::make_unique<PyTorchSide>(*o, o->out, threads, gpus, info);
+      torch = std::make_unique<PyTorchSide>(*o, o->out, plan.threads, plan.gpus, info);
       json env = json::object();
       for (const auto& [k, v] : kPyTorchMallocEnv) env[k] = v;
       info["malloc_environment"] = env;
@@ -523,199 +744,9 @@ void add_bench(CLI::App& app) {
         "allocator on the device during the row (parameters, data, gradients, "
         "optimizer state, activations)");
 
-    // ---- the rows, interleaved: per model and batch, Freight's rows then PyTorch's ----
-    size_t total = specs.size() * batches.size() * (threads.size() + gpus.size()), done = 0;
-    json rows = json::array();
-    std::map<std::string, json> peaks;            // "cpu/2" -> device_peak()
-    std::map<std::string, json> freight_latency;  // model/device/threads -> latency fields
-    std::map<std::string, json> torch_latency;    // model/config -> latency fields
-    for (const nn::ModelSpec& spec : specs) {
-      for (int64_t batch : batches) {
-        std::vector<size_t> cpu_rows;  // indices in rows of this model and batch
-        auto freight_row = [&](Device dev, int t) {
-          ++done;
-          json r{{"framework", "freight"},
-                 {"version", FREIGHT_VERSION},
-                 {"model", spec.name},
-                 {"batch_size", batch},
-                 {"precision", o->precision},
-                 {"optimizer", "SGD, momentum 0.9, lr 0.01"},
-                 {"device", dev.str()},
-                 {"device_name", device_json[dev.str()].value("name", "")},
-                 {"device_description", device_json[dev.str()].value("description", "")},
-                 {"threads", dev.is_cpu() ? t : all_threads},
-                 {"load_1min", load_average()[0]}};
-          std::string where = dev.is_cpu() ? fmt::format("cpu {}t", t) : dev.str();
-          fmt::print(stderr, "[{:>2}/{}] {} batch {} {}: ", done, total, spec.name, batch, where);
-          std::fflush(stderr);
-          std::string key = fmt::format("{}/{}/{}", spec.name, dev.str(), t);
-          bool need_latency = !freight_latency.count(key);
-          try {
-            set_num_threads(dev.is_cpu() ? t : all_threads);
-            r["build"] = build_info();
-            bench::FreightMeasurement m = bench::measure_freight(
-                spec, batch, dev, dev.is_cpu() ? t : 0, timing, need_latency);
-            r["first_step_ms"] = 1e3 * m.step.first_step_s;
-            if (m.step.skipped) {
-              r["status"] = "skipped";
-              r["reason"] = m.step.reason;
-              fmt::print(stderr, "skipped: {}\n", m.step.reason);
-            } else {
-              r["status"] = "ok";
-              r["median_ms"] = 1e3 * m.step.median_s;
-              r["min_ms"] = 1e3 * m.step.min_s;
-              r["max_ms"] = 1e3 * m.step.max_s;
-              r["rounds"] = m.step.rounds;
-              r["steps_per_round"] = m.step.steps_per_round;
-              r["warmup_steps"] = m.step.warmup_steps;
-              r["samples_per_s"] = double(batch) / m.step.median_s;
-              r["forward_flops"] = m.forward_flops;
-              r["step_flops"] = 3 * m.forward_flops;
-              r["gflops"] = 3 * m.forward_flops / m.step.median_s / 1e9;
-              r["peak_memory_bytes"] = m.peak_memory;
-              if (m.has_latency)
-                freight_latency[key] = {{"latency_ms", 1e3 * m.latency.median_s},
-                                        {"latency_min_ms", 1e3 * m.latency.min_s},
-                                        {"latency_calls", m.latency.calls}};
-              if (freight_latency.count(key)) r.update(freight_latency[key]);
-              std::string pkey = fmt::format("{}/{}", dev.str(), dev.is_cpu() ? t : 0);
-              if (!peaks.count(pkey)) {
-                try {
-                  set_num_threads(dev.is_cpu() ? t : all_threads);
-                  peaks[pkey] = device_peak(dev, o->remeasure_peaks);
-                  doc["peaks"].push_back(peaks[pkey]);
-                } catch (const Error& e) {
-                  peaks[pkey] = json{{"error", e.what()}};
-                  notes.push_back(fmt::format("no peak for {}: {}", pkey, e.what()));
-                }
-              }
-              double peak = peaks[pkey].value("fp32_gflops", 0.0) * 1e9;
-              if (peak > 0) {
-                r["peak_gflops"] = peak / 1e9;
-                r["fraction_of_peak"] = 3 * m.forward_flops / m.step.median_s / peak;
-              }
-              fmt::print(stderr, "{} ms/step ({}-{}), {} samples/s{}\n", ms(m.step.median_s),
-                         ms(m.step.min_s), ms(m.step.max_s),
-                         bench::format_sig(double(batch) / m.step.median_s),
-                         r.contains("latency_ms")
-                             ? fmt::format(", batch-1 latency {} ms",
-                                           bench::format_sig(r["latency_ms"].get<double>()))
-                             : "");
-            }
-          } catch (const Error& e) {
-            r["status"] = "error";
-            r["reason"] = e.what();
-            fmt::print(stderr, "error: {}\n", e.what());
-          } catch (const std::bad_alloc&) {
-            r["status"] = "error";
-            r["reason"] = "out of memory";
-            fmt::print(stderr, "error: out of memory\n");
-          }
-          set_num_threads(all_threads);
-          rows.push_back(r);
-          return rows.size() - 1;
-        };
-        // PyTorch's best of the results eligible for `row`, and the ratios.
-        auto attach_torch = [&](json& row, const std::vector<json>& results) {
-          json best;
-          json tried = json::array();
-          double best_latency = std::nan("");
-          for (const json& p : results) {
-            tried.push_back({{"config", p.value("config", "")},
-                             {"status", p.value("status", "")},
-                             {"median_ms", p.contains("median_ms") ? p["median_ms"] : json()}});
-            if (p.value("status", "") == "ok" &&
-                (best.is_null() || p["median_ms"].get<double>() < best["median_ms"].get<double>()))
-              best = p;
-            std::string lk = row.value("model", "") + "/" + p.value("config", "");
-            if (torch_latency.count(lk)) {
-              double l = torch_latency[lk]["latency_ms"].get<double>();
-              if (!(l >= best_latency)) best_latency = l;
-            }
-          }
-          json pt{{"tried", tried}};
-          if (best.is_null()) {
-            pt["status"] = results.empty() ? "not run" : results.front().value("status", "error");
-            pt["reason"] = results.empty() ? ""
-                                           : results.front().value(
-                                                 "reason", results.front().value("error", ""));
-          } else {
-            pt["status"] = "ok";
-            for (const char* k :
-                 {"median_ms", "min_ms", "max_ms", "rounds", "steps_per_round", "warmup_steps",
-                  "threads", "blas_threads", "compile", "version", "peak_memory_bytes"})
-              if (best.contains(k)) pt[k] = best[k];
-            pt["config"] = best["config"];
-            pt["blas_flavour"] = best["blas_flavour"];
-            pt["samples_per_s"] =
-                row["batch_size"].get<double>() / best["median_ms"].get<double>() * 1e3;
-            if (std::isfinite(best_latency)) pt["latency_ms"] = best_latency;
-            if (row.value("status", "") == "ok") {
-              double f = row["median_ms"].get<double>(), p = best["median_ms"].get<double>();
-              pt["freight_over_pytorch"] = f / p;
-              pt["speedup"] = p / f;
-            }
-          }
-          row["pytorch"] = pt;
-        };
-        auto torch_runs = [&](const std::vector<TorchConfig>& configs) {
-          std::vector<json> out;
-          for (const TorchConfig& c : configs) {
-            std::string lk = spec.name + "/" + c.label;
-            bool lat = !torch_latency.count(lk);
-            fmt::print(stderr, "        pytorch {}: ", c.label);
-            std::fflush(stderr);
-            json p = run_torch(c, spec, batch, *o, timing, lat);
-            if (p.contains("latency_ms")) torch_latency[lk] = {{"latency_ms", p["latency_ms"]}};
-            if (p["status"] == "ok")
-              fmt::print(stderr, "{} ms/step ({}-{}){}\n",
-                         bench::format_sig(p["median_ms"].get<double>()),
-                         bench::format_sig(p["min_ms"].get<double>()),
-                         bench::format_sig(p["max_ms"].get<double>()),
-                         p.contains("latency_ms")
-                             ? fmt::format(", batch-1 latency {} ms",
-                                           bench::format_sig(p["latency_ms"].get<double>()))
-                             : "");
-            else
-              fmt::print(stderr, "{}: {}\n", p["status"].get<std::string>(),
-                         p.value("reason", p.value("error", "")));
-            out.push_back(p);
-          }
-          return out;
-        };
-
-        for (int t : threads) cpu_rows.push_back(freight_row(Device::cpu(), t));
-        if (torch && !threads.empty()) {
-          std::vector<json> results = torch_runs(torch->cpu);
-          for (size_t i : cpu_rows) {
-            int t = rows[i]["threads"].get<int>();
-            std::vector<json> eligible;
-            for (size_t k = 0; k < torch->cpu.size(); ++k)
-              if (torch->cpu[k].threads <= t) eligible.push_back(results[k]);
-            attach_torch(rows[i], eligible);
-          }
-        }
-        for (Device g : gpus) {
-          size_t i = freight_row(g, 0);
-          if (torch && torch->gpu.count(g.index))
-            attach_torch(rows[i], torch_runs(torch->gpu[g.index]));
-          // GPU over CPU: the CPU row with the most threads, same model and batch.
-          const json* best_cpu = nullptr;
-          for (size_t c : cpu_rows)
-            if (rows[c]["status"] == "ok" &&
-                (!best_cpu || rows[c]["threads"].get<int>() > (*best_cpu)["threads"].get<int>()))
-              best_cpu = &rows[c];
-          if (best_cpu && rows[i]["status"] == "ok") {
-            rows[i]["gpu_speedup_over_cpu"] =
-                (*best_cpu)["median_ms"].get<double>() / rows[i]["median_ms"].get<double>();
-            rows[i]["cpu_threads_for_speedup"] = (*best_cpu)["threads"];
-          }
-        }
-      }
-    }
+    doc["rows"] = Sweep(*o, plan, doc, notes, torch.get()).run();
     torch.reset();  // ends the workers
     set_num_threads(previous_threads);
-    doc["rows"] = rows;
     doc["finished_at"] = utc_now();
     doc["load_average"]["end"] = load_average();
 
