@@ -39,6 +39,7 @@ struct Variant {
   // Every row of C costs the same in this variant (each row reads all of B, nothing is shared
   // between rows), so a large product can be timed on a band of rows: see measure().
   bool row_band = false;
+  std::string color;  // on the chart: a step and its all-cores twin share a colour
   GemmFn run;
 };
 
@@ -152,21 +153,21 @@ int main(int argc, char** argv) {
 
   const std::string reg_tile = std::to_string(packed.mr) + "x" + std::to_string(packed.nr);
   std::vector<Variant> variants = {
-      {"(1) naive i-j-k", 1, false, true,
+      {"(1) naive i-j-k", 1, false, true, "#cc79a7",
        [](const float* a, const float* b, float* c, Shape s) { gemm_naive(a, b, c, s); }},
-      {"(2) loop order i-k-j", 1, false, true,
+      {"(2) loop order i-k-j", 1, false, true, "#009e73",
        [](const float* a, const float* b, float* c, Shape s) { gemm_reordered(a, b, c, s); }},
-      {"(3) cache-tiled", 1, false, false,
+      {"(3) cache-tiled", 1, false, false, "#56b4e9",
        [&](const float* a, const float* b, float* c, Shape s) { gemm_tiled(a, b, c, s, tiled); }},
-      {"(4) packed + " + reg_tile + " register tile", 1, false, false,
+      {"(4) packed + " + reg_tile + " register tile", 1, false, false, "#e69f00",
        [&](const float* a, const float* b, float* c, Shape s) { gemm_packed(a, b, c, s, packed); }},
-      {"(5) packed, all cores", threads, false, false,
+      {"(5) packed, all cores", threads, false, false, "#e69f00",
        [&](const float* a, const float* b, float* c, Shape s) {
          gemm_packed_parallel(a, b, c, s, packed, threads);
        }},
-      {"(6) OpenBLAS sgemm", 1, true, false,
+      {"(6) OpenBLAS sgemm", 1, true, false, "#000000",
        [](const float* a, const float* b, float* c, Shape s) { gemm_openblas(a, b, c, s, 1); }},
-      {"(6) OpenBLAS sgemm, all cores", threads, true, false,
+      {"(6) OpenBLAS sgemm, all cores", threads, true, false, "#000000",
        [&](const float* a, const float* b, float* c, Shape s) {
          gemm_openblas(a, b, c, s, threads);
        }},
@@ -183,7 +184,8 @@ int main(int argc, char** argv) {
   Results results;
   results.shapes = shapes;
   for (const Variant& v : chosen)
-    results.series.push_back({v.name, v.threads, v.library, std::vector<Cell>(shapes.size())});
+    results.series.push_back(
+        {v.name, v.threads, v.library, std::vector<Cell>(shapes.size()), v.color});
   std::vector<std::string> validation(chosen.size());
   std::vector<double> worst_ratio(chosen.size(), 0.0);
   bool any_wrong = false, any_band = false;

@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     Results results;
     results.shapes = shapes;
     for (const Variant& v : variants)
-      results.series.push_back({v.name, 1, v.library, std::vector<Cell>(shapes.size())});
+      results.series.push_back({v.name, 1, v.library, std::vector<Cell>(shapes.size()), ""});
     bool any_wrong = false;
 
     for (size_t si = 0; si < shapes.size(); ++si) {

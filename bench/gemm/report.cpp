@@ -156,34 +156,37 @@ bool write_plot(const Results& r, const std::string& dir, const std::string& ste
   }
   std::ostringstream plot;
   plot << "set title " << gp_quote(title) << " noenhanced\n"
-       << "set xlabel 'n (C = A·B, all three n × n, float32)'\n"
+       << "set xlabel 'n (C = A·B, all three n × n, float32)' offset 0,0.4\n"
        << "set ylabel 'GFLOP/s (2n³ / median time)'\n"
        << "set logscale x 2\nset logscale y 10\nset grid xtics ytics mytics\n"
        << "set format y '%g'\nset xtics (";
   for (size_t q = 0; q < square.size(); ++q) plot << (q ? ", " : "") << r.shapes[square[q]].m;
   const double lo = r.shapes[square.front()].m, hi = r.shapes[square.back()].m;
   plot << ")\nset xrange [" << lo / 1.25 << ":" << hi * 1.25 << "]\n"
-       << "set key outside right top noenhanced\nset datafile missing '?'\n"
+       << "set key below maxrows 4 width 2 noenhanced\nset datafile missing '?'\n"
        << "set datafile separator '\\t'\n"
        << "plot ";
+  // Colour-blind-safe defaults (Okabe and Ito) for series without a colour of their own.
+  const char* palette[] = {"#cc79a7", "#009e73", "#56b4e9", "#e69f00", "#d55e00", "#0072b2"};
   for (size_t q = 0; q < r.series.size(); ++q) {
     const Series& s = r.series[q];
+    const std::string color = !s.color.empty() ? s.color : s.library ? "#000000" : palette[q % 6];
     plot << (q ? ", \\\n     " : "") << gp_quote(dat) << " using 1:" << q + 2
-         << " with linespoints lw 2 pt " << 5 + int(q) % 8 << " ps 1.2"
-         << (s.library ? " dt 1 lc rgb 'black'" : "") << " title "
+         << " with linespoints lw 2 pt " << 5 + int(q) % 8 << " ps 1.2 dt "
+         << (s.threads > 1 ? 2 : 1) << " lc rgb '" << color << "' title "
          << gp_quote(s.name +
                      (s.threads > 1 ? " (" + std::to_string(s.threads) + " threads)" : ""));
   }
   for (size_t q = 0; q < peaks.size(); ++q)
-    plot << ", \\\n     " << peaks[q].gflops << " with lines dt 2 lw 1.5 lc rgb '"
-         << (q % 2 ? "#b03030" : "#808080") << "' title " << gp_quote(peaks[q].label);
+    plot << ", \\\n     " << peaks[q].gflops << " with lines dt 3 lw 1.5 lc rgb '"
+         << (q % 2 ? "#606060" : "#a0a0a0") << "' title " << gp_quote(peaks[q].label);
   plot << "\n";
   {
     std::ofstream f(dir + "/" + gp);
     f << "# GEMM lab chart: gnuplot " << stem << ".gp (run in this directory)\n"
-      << "set terminal pngcairo size 1200,700 font ',11'\nset output " << gp_quote(stem + ".png")
+      << "set terminal pngcairo size 1100,800 font ',11'\nset output " << gp_quote(stem + ".png")
       << "\n"
-      << plot.str() << "set terminal svg size 1200,700 dynamic font ',11'\nset output "
+      << plot.str() << "set terminal svg size 1100,800 dynamic font ',11'\nset output "
       << gp_quote(stem + ".svg") << "\nreplot\n";
   }
   const std::string cmd = "cd " + sh_quote(dir) + " && gnuplot " + sh_quote(gp);

@@ -40,6 +40,7 @@ struct Series {
   int threads = 1;          // the library row it is compared with has the same thread count
   bool library = false;     // a library row (OpenBLAS, cuBLAS): the 100% of its thread count
   std::vector<Cell> cells;  // one per shape
+  std::string color;        // for the chart ("#e69f00"); a multi-thread series is dashed
 };
 
 struct Results {
