@@ -291,6 +291,21 @@ void gemm_packed(const float* a, const float* b, float* c, Shape s, const Packed
   }
 }
 
+float micro_kernel_in_l1(const PackedBlocking& bl, int64_t calls) {
+  check_blocking(bl);
+  const MicroKernel kernel = micro_kernel_for(bl.mr);
+  std::vector<v16> a(size_t((bl.mr * bl.kc + 15) / 16)), b(size_t(bl.kc * kNR / 16));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = v16{} + 1e-3f * float(i % 7);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = v16{} + 1e-3f * float(i % 5);
+  alignas(64) float tile[16 * kNR] = {};
+  for (int64_t q = 0; q < calls; ++q)
+    kernel(bl.kc, reinterpret_cast<const float*>(a.data()),
+           reinterpret_cast<const float*>(b.data()), tile, kNR, true);
+  float sum = 0;
+  for (float x : tile) sum += x;
+  return sum;
+}
+
 // ------------------------------------------------------------------ (5) both cores
 // The same loop nest inside one OpenMP parallel region. The threads pack the B panel and the A
 // block together (each takes a share of the slivers), wait for each other, then split the

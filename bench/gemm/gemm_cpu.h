@@ -69,6 +69,11 @@ void gemm_packed_parallel(const float* a, const float* b, float* c, Shape s,
 // (6) OpenBLAS sgemm through cblas, with the given number of threads.
 void gemm_openblas(const float* a, const float* b, float* c, Shape s, int threads);
 
+// The ceiling of step (4): runs its micro-kernel `calls` times over the same packed slivers of
+// A (mr × kc) and B (kc × nr), which stay in L1, accumulating into one mr × nr tile of C. Timing
+// it shows what step (4) would reach if memory cost nothing. Returns a checksum of the tile.
+float micro_kernel_in_l1(const PackedBlocking& p, int64_t calls);
+
 // The register tile sizes that gemm_packed supports (mr rows × nr columns).
 std::vector<int64_t> supported_mr();
 int64_t native_nr();

@@ -178,8 +178,8 @@ bool write_plot(const Results& r, const std::string& dir, const std::string& ste
                      (s.threads > 1 ? " (" + std::to_string(s.threads) + " threads)" : ""));
   }
   for (size_t q = 0; q < peaks.size(); ++q)
-    plot << ", \\\n     " << peaks[q].gflops << " with lines dt 3 lw 1.5 lc rgb '"
-         << (q % 2 ? "#606060" : "#a0a0a0") << "' title " << gp_quote(peaks[q].label);
+    plot << ", \\\n     " << peaks[q].gflops << " with lines dt 3 lw 1.5 lc rgb '" << peaks[q].color
+         << "' title " << gp_quote(peaks[q].label);
   plot << "\n";
   {
     std::ofstream f(dir + "/" + gp);

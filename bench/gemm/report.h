@@ -62,6 +62,7 @@ std::string markdown_peak_table(const Results& r, const std::function<double(int
 struct PeakLine {
   std::string label;
   double gflops;
+  std::string color = "#808080";
 };
 bool write_plot(const Results& r, const std::string& dir, const std::string& stem,
                 const std::string& title, const std::vector<PeakLine>& peaks);
