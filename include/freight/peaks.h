@@ -1,14 +1,16 @@
 // Measured peaks of a device: what `freight devices --measure` prints and what `freight explain`,
 // `freight plan` and `freight bench` compare against ("fraction of peak", roofline bounds).
 //
-// Every figure is a median of repeated runs after a warm-up; on the CPU, the median of the
-// fastest quarter of the runs, because on a shared machine other processes preempt some runs
-// (making them slower, never faster); the spread of the GEMM runs is recorded too. Results are
+// Every figure is the median of repeated runs after a warm-up. On the CPU the runs are timed by the
+// measuring thread's CPU clock, not the wall: on a shared machine other processes preempt runs,
+// which stretches wall time but not CPU time (see src/profile/peaks_device.h); the spread of the
+// GEMM runs and the host's load are recorded too. Results are
 // cached in a JSON file keyed by the device's name and the build (BLAS, threads, CUDA), so later
 // commands reuse them without measuring again:
 //   $FREIGHT_PEAKS_FILE, else $XDG_CACHE_HOME/freight/peaks.json, else ~/.cache/freight/peaks.json
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,16 @@ struct DevicePeaks {
   double op_s = 0;        // one tiny op through Freight (checks, allocation, kernel), no autograd
   double train_op_s = 0;  // one tiny op recorded on the tape: forward, its node, its backward
 
+  // ---- Freight's own kernels on this device ----
+  // The fraction of its roofline time (freight/plan.h: roofline_seconds) that a forward and
+  // backward pass of a reference layer of each type reaches here, after its per-op costs:
+  // "Linear", "Conv2d", "Conv2d:narrow", "LSTM", "ReLU", ..., "loss", "optimizer:sgd",
+  // "optimizer:adam" (freight/explain.h: LayerCost::kernel). The
+  // reference shapes are fixed (src/profile/calibrate.cpp), never a model's own; freight plan
+  // divides its roofline times by these fractions.
+  std::map<std::string, double> efficiency;
+  double efficiency_for(const std::string& type) const;  // 1 for a type not measured
+
   double spread = 0;  // (slowest − fastest) / median of the GEMM runs: how noisy the machine was
   double load = 0;    // the host's 1-minute load average when measured (/proc/loadavg)
 
@@ -73,6 +85,12 @@ struct DevicePeaks {
 DevicePeaks measure_peaks(Device device);
 // The cached peaks of `device` for this build, or measure_peaks(device) when there are none.
 DevicePeaks peaks_for(Device device);
+
+// How much slower the host runs work right now than when it is quiet: the wall time of short
+// two-thread GEMMs over `seconds` divided by the CPU time the calling thread spent in them (1 on
+// an idle machine; 3 when other processes leave this one a third of the CPU). explain and plan
+// report it beside their figures.
+double host_contention(double seconds = 0.3);
 
 // The cache file used (see above), and reading/writing one entry (for tests and tools).
 std::string peaks_cache_path();

@@ -44,12 +44,12 @@ std::string utc_now() {
 double tiny_op_seconds(Device d) {
   Tensor x = Tensor::ones({1}, DType::F32, d);
   constexpr int kOps = 2000;
-  return profile::quiet_median(16,
-                               [&] {
-                                 Tensor y = x;
-                                 for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
-                                 synchronize(d);
-                               }) /
+  return profile::median_seconds(d.is_cpu(), 9,
+                                 [&] {
+                                   Tensor y = x;
+                                   for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
+                                   synchronize(d);
+                                 }) /
          kOps;
 }
 
@@ -59,14 +59,14 @@ double tiny_train_op_seconds(Device d) {
   Tensor w = Tensor::ones({1}, DType::F32, d);
   w.set_requires_grad(true);
   constexpr int kOps = 500;
-  return profile::quiet_median(16,
-                               [&] {
-                                 Tensor y = w;
-                                 for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
-                                 y.backward(Tensor::ones({1}, DType::F32, d));
-                                 w.zero_grad();
-                                 synchronize(d);
-                               }) /
+  return profile::median_seconds(d.is_cpu(), 9,
+                                 [&] {
+                                   Tensor y = w;
+                                   for (int i = 0; i < kOps; ++i) y = add_scalar(y, 1e-3);
+                                   y.backward(Tensor::ones({1}, DType::F32, d));
+                                   w.zero_grad();
+                                   synchronize(d);
+                                 }) /
          kOps;
 }
 
@@ -74,7 +74,10 @@ json to_json(const DevicePeaks& p) {
   json levels = json::array();
   for (const DevicePeaks::Level& l : p.levels)
     levels.push_back({{"bytes", l.bytes}, {"bandwidth", l.bandwidth}});
+  json eff = json::object();
+  for (const auto& [type, e] : p.efficiency) eff[type] = e;
   return json{{"levels", levels},
+              {"efficiency", eff},
               {"device", p.device.str()},
               {"name", p.name},
               {"build", p.build},
@@ -111,6 +114,8 @@ DevicePeaks from_json(const json& j, const std::string& key) {
   p.bf16_flops = j.value("bf16_flops", 0.0);
   p.gemm_overhead_s = j.value("gemm_overhead_s", 0.0);
   p.mem_bandwidth = j.at("mem_bandwidth").get<double>();
+  if (j.contains("efficiency"))
+    for (const auto& [type, e] : j.at("efficiency").items()) p.efficiency[type] = e.get<double>();
   if (j.contains("levels"))
     for (const json& l : j.at("levels"))
       p.levels.push_back({l.at("bytes").get<double>(), l.at("bandwidth").get<double>()});
@@ -141,6 +146,11 @@ json read_cache(const std::string& path) {
   }
 }
 }  // namespace
+
+double DevicePeaks::efficiency_for(const std::string& type) const {
+  auto it = efficiency.find(type);
+  return it == efficiency.end() ? 1.0 : it->second;
+}
 
 double DevicePeaks::bandwidth_for(double working_set) const {
   if (working_set > 0)
@@ -222,6 +232,7 @@ DevicePeaks measure_peaks(Device device) {
   }
   p.train_op_s = tiny_train_op_seconds(device);
   if (device.is_cpu()) p.launch_s = p.op_s;
+  profile::measure_efficiency(device, p);
   p.measured_at = utc_now();
   try {
     save_peaks(p, peaks_cache_path());

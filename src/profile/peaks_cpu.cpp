@@ -1,8 +1,9 @@
 // Peaks of the CPU: float32 GEMM through the engine's own GEMM kernel (OpenBLAS, all threads of
 // the shared OpenMP pool), and bandwidth from parallel copies of growing working sets, from one
-// that fits in the L2 caches to one far beyond any cache (the memory bandwidth). Each figure is the
-// median of the fastest quarter of repeated runs (quiet_median): on a shared machine, runs that
-// other processes preempt are slower.
+// that fits in the L2 caches to one far beyond any cache (the memory bandwidth). Each figure is a
+// median of repeated runs timed by the measuring thread's CPU clock (median_seconds): on a shared
+// machine other processes preempt runs, which stretches their wall time but not their CPU time.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -23,8 +24,8 @@ double gemm_seconds(int64_t n, int runs, std::vector<double>* all = nullptr) {
   Tensor c = Tensor::empty({n, n});
   // Small GEMMs are repeated inside one timed call, so the clock's resolution does not matter.
   int inner = int(std::clamp(1e7 / (2.0 * double(n) * double(n) * double(n)), 1.0, 1000.0));
-  double t = quiet_median(
-      runs,
+  double t = median_seconds(
+      true, runs,
       [&] {
         for (int i = 0; i < inner; ++i)
           kernels::gemm(DeviceType::CPU, a, false, b, false, c, 1.0, 0.0);
@@ -39,7 +40,7 @@ double gemm_seconds(int64_t n, int runs, std::vector<double>* all = nullptr) {
 // the way the engine's elementwise kernels do; `inner` copies per timed call.
 double copy_bandwidth(size_t bytes, int inner, int runs) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);  // touched here, so no page faults later
-  double t = quiet_median(runs, [&] {
+  double t = median_seconds(true, runs, [&] {
     for (int i = 0; i < inner; ++i)
       cpu::parallel_for(int64_t(bytes), 1 << 14, [&](int64_t b, int64_t e) {
         std::memcpy(dst.data() + b, src.data() + b, size_t(e - b));
@@ -70,7 +71,7 @@ void measure_cpu(int, DevicePeaks& p) {
   p.fp32_flops = 0;
   for (int64_t n : {512, 1024, 2048}) {
     std::vector<double> runs;
-    double t = gemm_seconds(n, n == 2048 ? 6 : n == 1024 ? 16 : 48, &runs);
+    double t = gemm_seconds(n, n == 2048 ? 5 : 9, &runs);
     double rate = 2.0 * std::pow(double(n), 3) / t;
     if (rate > p.fp32_flops) {
       p.fp32_flops = rate;
@@ -82,7 +83,7 @@ void measure_cpu(int, DevicePeaks& p) {
   std::vector<double> f, s;
   for (int64_t n : {32, 48, 64, 96, 128, 192, 256}) {
     f.push_back(2.0 * std::pow(double(n), 3));
-    s.push_back(gemm_seconds(n, 16));
+    s.push_back(gemm_seconds(n, 9));
   }
   p.gemm_overhead_s = fit_overhead(f, s, p.fp32_flops);
   // Bandwidth by working set: half of each core's L2 per thread (copied 16 times per call, so
@@ -93,7 +94,7 @@ void measure_cpu(int, DevicePeaks& p) {
   for (size_t total : {l2, size_t(16) << 20, size_t(64) << 20, size_t(256) << 20}) {
     size_t each = total / 2;  // source and destination
     int inner = int(std::clamp(double(size_t(32) << 20) / double(total), 1.0, 16.0));
-    double bw = copy_bandwidth(each, inner, total >= (size_t(64) << 20) ? 12 : 24);
+    double bw = copy_bandwidth(each, inner, 9);
     p.levels.push_back({double(total), bw});
   }
   p.mem_bandwidth = p.levels.back().bandwidth;
@@ -104,3 +105,31 @@ void measure_cpu(int, DevicePeaks& p) {
 FREIGHT_REGISTER_KERNEL(measure_device_peaks, CPU, measure_cpu);
 
 }  // namespace freight::profile
+
+namespace freight {
+
+double host_contention(double seconds) {
+  // The same two-thread GEMMs timed by the wall clock and by this thread's CPU clock: the ratio
+  // is how much longer work takes than it would on an idle machine (see median_seconds).
+  using Clock = std::chrono::steady_clock;
+  Tensor a = Tensor::uniform({128, 128}, -1, 1), b = Tensor::uniform({128, 128}, -1, 1);
+  Tensor c = Tensor::empty({128, 128});
+  auto run = [&] {
+    for (int i = 0; i < 4; ++i) kernels::gemm(DeviceType::CPU, a, false, b, false, c, 1.0, 0.0);
+  };
+  run();
+  auto start = Clock::now();
+  double cpu0 = profile::thread_cpu_seconds(), wall = 0;
+  int n = 0;
+  do {
+    run();
+    ++n;
+    wall = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (wall < seconds || n < 8);
+  double cpu = profile::thread_cpu_seconds() - cpu0;
+  return cpu > 0 ? std::max(1.0, wall / cpu) : 1.0;
+}
+
+}  // namespace freight
+
+namespace freight::profile {}  // namespace freight::profile

@@ -3,7 +3,9 @@
 // CUDA backend is built). Each fills the compute, memory, transfer and launch fields of
 // DevicePeaks; measure_peaks() adds the rest (identity, framework per-op costs) and caches it.
 #pragma once
+#include <time.h>
 #include <algorithm>
+
 #include <chrono>
 #include <vector>
 
@@ -13,6 +15,10 @@
 namespace freight::profile {
 
 FREIGHT_KERNEL(measure_device_peaks, void(int index, DevicePeaks& peaks));
+
+// Fills peaks.efficiency from reference layers run through the public API (calibrate.cpp);
+// needs the other fields measured first.
+void measure_efficiency(Device device, DevicePeaks& peaks);
 
 // The median of samples (the mean of the middle two for an even count); 0 when empty.
 inline double median(std::vector<double> v) {
@@ -30,24 +36,37 @@ inline double spread(const std::vector<double>& v) {
   return m > 0 ? (*hi - *lo) / m : 0;
 }
 
-// Seconds per call of `fn`: one warm-up call, then `runs` timed calls; the result is the median
-// of the fastest quarter of them. On a shared machine other processes preempt some runs and
-// make them slower, never faster, so the fast end of the distribution is the device's own speed
-// (its median still ignores a single lucky run). Every timed call lands in `all` when given, for
-// the spread.
+// CPU time the calling thread has used, in seconds.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Seconds per call of `fn`: one warm-up call, then the median of `runs` timed calls. With
+// `cpu_clock` (CPU measurements) the clock is the calling thread's CPU time rather than the wall:
+// on a busy machine other processes preempt a run, which stretches its wall time but not the CPU
+// time it uses, and a parallel region splits its work evenly over the threads, so the calling
+// thread's share takes as long as the whole region would on an idle machine. (Threads waiting
+// at a barrier must sleep for this, OMP_WAIT_POLICY=PASSIVE; spinning ones only make the figures
+// conservative.) Every timed call lands in `all` when given.
 template <class Fn>
-double quiet_median(int runs, Fn&& fn, std::vector<double>* all = nullptr) {
+double median_seconds(bool cpu_clock, int runs, Fn&& fn, std::vector<double>* all = nullptr) {
   using Clock = std::chrono::steady_clock;
   fn();
   std::vector<double> t;
   for (int i = 0; i < runs; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (cpu_clock) {
+      double c0 = thread_cpu_seconds();
+      fn();
+      t.push_back(thread_cpu_seconds() - c0);
+    } else {
+      auto t0 = Clock::now();
+      fn();
+      t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
   }
   if (all) *all = t;
-  std::sort(t.begin(), t.end());
-  t.resize(std::max<size_t>(1, (t.size() + 3) / 4));
   return median(t);
 }
 

@@ -22,8 +22,9 @@ std::string micro(double s) {
 }
 
 void print_peaks(const DevicePeaks& p) {
-  fmt::print("         measured peaks ({}{}; medians of the fastest quarter of repeated runs):\n",
-             p.from_cache ? "cached, measured " : "measured ", p.measured_at);
+  fmt::print("         measured peaks ({}{}; medians of repeated runs{}):\n",
+             p.from_cache ? "cached, measured " : "measured ", p.measured_at,
+             p.device.is_cpu() ? ", timed by CPU clock" : "");
   fmt::print("           fp32 GEMM      {} ({}x{} square{}; runs spread {:.0f}%)\n",
              gflops(p.fp32_flops), p.gemm_n, p.gemm_n,
              p.device.is_cpu() ? fmt::format(", {} threads", p.threads) : std::string(),
@@ -60,6 +61,22 @@ void print_peaks(const DevicePeaks& p) {
              p.device.is_cpu() ? "framework overhead per op" : "through Freight");
   fmt::print("           tiny op, tape  {} (recorded for autograd: forward + backward node)\n",
              micro(p.train_op_s));
+  if (!p.efficiency.empty()) {
+    std::string line;
+    int n = 0;
+    for (const auto& [type, e] : p.efficiency) {
+      line += fmt::format("{}{} {:.0f}%",
+                          n == 0       ? ""
+                          : n % 6 == 0 ? ",\n                          "
+                                       : ", ",
+                          type, 100 * e);
+      ++n;
+    }
+    fmt::print(
+        "           Freight's kernels, share of the roofline reached by reference layers "
+        "(forward + backward):\n                          {}\n",
+        line);
+  }
 }
 }  // namespace
 
