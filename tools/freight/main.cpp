@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   freight::cli::add_summary(app);
   freight::cli::add_devices(app);
   freight::cli::add_bench(app);
+  freight::cli::add_explain(app);
+  freight::cli::add_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,114 @@
+// Where a training step's time goes, layer by layer and phase by phase, against the roofline of
+// the device's measured peaks (freight/peaks.h): the library behind `freight explain`.
+//
+// Costs: a layer's forward FLOPs are Module::flops, its bytes Module::bytes (inputs, outputs and
+// parameters touched); backward costs follow from the layer type (a layer with weights computes
+// two products in backward, dX and dW, so twice its forward FLOPs; every backward reads the output
+// gradient and the saved input and writes the input gradient and the parameter gradients).
+//
+// Timing: the step runs with profiling hooks installed (freight/profiler.h): each layer's forward
+// time is the span of its Module call minus its children's, each backward node's time goes to the
+// layer that recorded it, the autograd engine's own bookkeeping is what the backward pass spends
+// outside nodes, and the driver times the host-to-device copies, the optimizer and the final
+// read of the loss. On a GPU every span ends with a device synchronisation, so times are device
+// times plus launch costs (the profiled step is slower than an unprofiled one; both are given).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "freight/device.h"
+#include "freight/nn/module.h"
+#include "freight/peaks.h"
+#include "freight/shape.h"
+
+namespace freight {
+
+// ---------------------------------------------------------------- static costs
+struct LayerCost {
+  std::string name;           // path in the model: "3", "4.body.0"; "(model)" for the root
+  std::string describe;       // "Linear(784, 512)"
+  std::string type;           // "Linear"
+  // The class of Freight kernel that runs it, for the measured efficiencies of
+  // DevicePeaks::efficiency: the type, or a finer class where one type runs at very different
+  // fractions of the roofline ("Conv2d:narrow": a convolution whose GEMM has a dimension of at
+  // most 16, out channels or in channels x kernel area, as in a network's first layers).
+  std::string kernel;
+  const void* tag = nullptr;  // the module (its LayerScope tag)
+  bool container = false;     // a module with children (its own cost excludes theirs)
+  Shape input, output;
+  int64_t params = 0;  // own parameters (not the children's)
+  double fwd_flops = 0, bwd_flops = 0;
+  double fwd_bytes = 0, bwd_bytes = 0;
+  // Estimated kernel calls (each pays the per-op dispatch or launch cost), and of those, GEMMs
+  // (each pays the GEMM start-up cost of DevicePeaks::gemm_overhead_s).
+  double fwd_ops = 0, bwd_ops = 0;
+  double fwd_gemms = 0, bwd_gemms = 0;
+  double flops() const { return fwd_flops + bwd_flops; }
+  double bytes() const { return fwd_bytes + bwd_bytes; }
+};
+
+// Every module of `model` in forward order (containers before their children) with its own
+// costs for an input batch of shape `input` (batch dimension first).
+std::vector<LayerCost> layer_costs(const nn::Module& model, const Shape& input);
+// The loss (cross-entropy over `classes`) for model outputs of shape `output`, as a pseudo-layer.
+LayerCost loss_cost(const Shape& output, int64_t classes);
+// The optimizer step over `params` parameters: FLOPs, bytes and kernel calls per step.
+LayerCost optimizer_cost(const std::string& optimizer, double momentum, int64_t params);
+
+// ---------------------------------------------------------------- explain
+struct ExplainOptions {
+  std::string model = "mlp";  // zoo name or model file
+  std::string device = "cpu";
+  int64_t batch_size = -1;   // < 0: the model's default
+  int threads = 0;           // CPU threads (0: all)
+  int warmup = 3;            // unprofiled steps first (allocator and caches warm)
+  int min_steps = 5;         // profiled steps: at least this many...
+  double min_seconds = 1.0;  // ...and at least this long in total
+  int max_steps = 50;
+  uint64_t seed = 1;
+};
+
+// One line of the breakdown. kind: "layer", "loss", "engine" (autograd bookkeeping),
+// "optimizer", "copy" (host to device), "sync" (reading the loss back), "other" (unattributed).
+struct ExplainRow {
+  std::string name, describe, kind;
+  double fwd_s = 0, bwd_s = 0;  // per step
+  double flops = 0, bytes = 0;  // per step, forward + backward (0 when unknown)
+  double working_set = 0;       // bytes of its larger direction: picks the cache level's roof
+  double nodes = 0;             // backward nodes per step (measured)
+  double ops = 0;               // kernel calls per step (estimated from the node count)
+  double time() const { return fwd_s + bwd_s; }
+  double intensity() const { return bytes > 0 ? flops / bytes : 0; }
+  double rate() const { return time() > 0 ? flops / time() : 0; }  // FLOP/s achieved
+};
+
+struct ExplainResult {
+  std::string model;
+  Device device;
+  int64_t batch_size = 0;
+  std::string optimizer;
+  DevicePeaks peaks;
+  std::vector<ExplainRow> rows;  // layers in forward order, then the phases, then "other"
+  double step_s = 0;             // profiled step (mean over the kept steps)
+  double unprofiled_step_s = 0;  // unprofiled steps interleaved with those, the same faster half
+  double attributed = 0;         // fraction of step_s that the rows other than "other" explain
+  int steps_measured = 0, steps_kept = 0;
+  // Per-phase totals (per step).
+  double forward_s = 0, backward_s = 0, engine_s = 0, optimizer_s = 0, copy_s = 0, sync_s = 0;
+  double other_s = 0;
+  double overhead_est_s = 0;  // kernel calls × the device's per-op cost (included in the rows)
+  double contention = 1;      // host_contention() just before profiling: 1 on a quiet host
+};
+
+// Profiles steps of a zoo model on synthetic data of its input shape (forward, cross-entropy,
+// backward, the model's default optimizer). Keeps the faster half of the profiled steps (at
+// least one) so that a burst of load from elsewhere does not skew the breakdown.
+ExplainResult explain(const ExplainOptions& options);
+
+// Per row: the roofline bound on its rate (FLOP/s) and what bounds it on `peaks`' device:
+// "compute", "memory", or "overhead" (its kernel calls cost more than its arithmetic).
+double roofline_rate(const ExplainRow& row, const DevicePeaks& peaks);
+std::string bound_by(const ExplainRow& row, const DevicePeaks& peaks);
+
+}  // namespace freight

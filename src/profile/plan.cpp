@@ -1,0 +1,306 @@
+// plan(): predicted epoch time and memory per device (see freight/plan.h for the model).
+#include "freight/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "freight/error.h"
+#include "freight/nn/model_file.h"
+#include "freight/random.h"
+#include "freight/runtime.h"
+#include "profile/model_settings.h"
+
+namespace freight {
+
+namespace {
+
+constexpr double kF32 = 4.0;
+
+// Work the training loop does per step besides the model: zero_grad, reading the loss back, the
+// accuracy count (argmax, labels to the host), the schedule. Counted as tiny ops.
+constexpr double kLoopOps = 4.0;
+
+struct Terms {
+  double compute = 0, memory = 0, overhead = 0;
+};
+
+// One direction of one layer: its roofline time, divided by the measured efficiency of Freight's
+// kernel for the layer type, goes to compute or memory (whichever bounds it); its kernel calls
+// go to overhead.
+void add_terms(Terms& t, double flops, double bytes, double gemms, double ops, double op_cost,
+               double efficiency, const DevicePeaks& p) {
+  double c = (p.fp32_flops > 0 ? flops / p.fp32_flops : 0) + gemms * p.gemm_overhead_s;
+  double bw = p.bandwidth_for(bytes);  // the cache level this direction's bytes fit in
+  double m = bw > 0 ? bytes / bw : 0;
+  double time = std::max(c, m) / std::max(efficiency, 1e-3);
+  if (c >= m)
+    t.compute += time;
+  else
+    t.memory += time;
+  t.overhead += ops * op_cost;
+}
+
+// Bytes kept alive for backward: each leaf layer's output (its input is the previous one's),
+// the LSTM's gates and cell states, dropout masks, plus the gradient in flight (twice the largest
+// activation) at the peak of backward.
+double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes) {
+  double total = batch_bytes, largest = 0;
+  for (const LayerCost& c : layers) {
+    if (c.container && c.fwd_flops == 0) continue;
+    double out = kF32 * double(shape_numel(c.output));
+    bool view = c.type == "Flatten" || c.type == "Reshape" || c.type == "LastStep";
+    if (!view) total += out;
+    if (c.type == "LSTM" && c.input.size() == 3) {
+      // gates [B, T, 4H] and cells [B, T, H] per layer, as bytes() counts them
+      total += c.fwd_bytes / 2;
+    }
+    if (c.type == "Dropout") total += double(shape_numel(c.output));
+    largest = std::max(largest, out);
+  }
+  return total + 2.0 * largest;
+}
+
+std::string seconds_text(double s) {
+  if (s < 1e-3) return fmt::format("{:.0f} µs", s * 1e6);
+  if (s < 1) return fmt::format("{:.1f} ms", s * 1e3);
+  if (s < 120) return fmt::format("{:.1f} s", s);
+  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
+}
+
+std::string flops_text(double f) {
+  if (f >= 1e12) return fmt::format("{:.1f} TFLOP", f / 1e12);
+  if (f >= 1e9) return fmt::format("{:.1f} GFLOP", f / 1e9);
+  return fmt::format("{:.0f} MFLOP", f / 1e6);
+}
+
+}  // namespace
+
+double roofline_seconds(double flops, double bytes, double gemms, const DevicePeaks& p) {
+  double c = (p.fp32_flops > 0 ? flops / p.fp32_flops : 0) + gemms * p.gemm_overhead_s;
+  double bw = p.bandwidth_for(bytes);
+  return std::max(c, bw > 0 ? bytes / bw : 0.0);
+}
+
+DevicePeaks reference_h100(const DevicePeaks& cpu) {
+  DevicePeaks p;
+  p.device = Device::cuda(0);
+  p.name = "NVIDIA H100 SXM (datasheet figures, not measured)";
+  p.fp32_flops = 67e12;
+  p.tf32_flops = 495e12;
+  p.bf16_flops = 989e12;
+  p.mem_bandwidth = 3.35e12;
+  p.h2d_pinned = p.d2h_pinned = 25e9;
+  p.h2d_pageable = p.d2h_pageable = 10e9;
+  p.launch_s = 5e-6;
+  p.gemm_overhead_s = 5e-6;
+  // The framework's host work per op (checks, allocation, the tape) is the CPU's; the launch
+  // comes on top.
+  p.op_s = cpu.op_s + p.launch_s;
+  p.train_op_s = cpu.train_op_s + 2 * p.launch_s;
+  return p;
+}
+
+DevicePlan plan_device(const PlanResult& shape, const std::vector<LayerCost>& layers,
+                       const LayerCost& loss, const LayerCost& optimizer, double batch_bytes,
+                       const DevicePeaks& p, int gpus) {
+  DevicePlan d;
+  d.peaks = p;
+  d.gpus = gpus;
+  d.label = gpus > 1 ? fmt::format("{} x cuda", gpus) : p.device.str();
+  Terms t;
+  double per_op = 0.5 * p.train_op_s;  // a kernel call in training: half a forward+backward op
+  auto layer = [&](const LayerCost& c) {
+    double e = p.efficiency_for(c.kernel);
+    add_terms(t, c.fwd_flops, c.fwd_bytes, c.fwd_gemms, c.fwd_ops, per_op, e, p);
+    add_terms(t, c.bwd_flops, c.bwd_bytes, c.bwd_gemms, c.bwd_ops, per_op, e, p);
+  };
+  for (const LayerCost& c : layers) layer(c);
+  layer(loss);
+  bool adam = shape.optimizer == "adam" || shape.optimizer == "adamw";
+  add_terms(t, optimizer.fwd_flops, optimizer.fwd_bytes, 0, optimizer.fwd_ops, p.op_s,
+            p.efficiency_for(adam ? "optimizer:adam" : "optimizer:sgd"), p);
+  t.overhead += kLoopOps * p.op_s;
+  d.compute_s = t.compute;
+  d.memory_s = t.memory;
+  d.overhead_s = t.overhead;
+  if (p.device.is_cuda()) {
+    double bw = p.h2d_pageable > 0 ? p.h2d_pageable : p.h2d_pinned;
+    d.transfer_s = bw > 0 ? batch_bytes / bw : 0;
+    d.sync_s = p.launch_s;  // the loss read back each step
+  } else {
+    // The loader normalises each batch on the host (read bytes, write floats).
+    d.transfer_s = p.mem_bandwidth > 0 ? 2.0 * batch_bytes / p.mem_bandwidth : 0;
+  }
+  if (gpus > 1) {
+    // Data parallel: each GPU takes 1/gpus of the batch; the per-op costs stay; the gradients
+    // are all-reduced each step over the host link (a pessimistic bus: NVLink is faster).
+    double bus = p.d2h_pinned > 0 ? p.d2h_pinned : 10e9;
+    double allreduce = 2.0 * kF32 * double(shape.params) * double(gpus - 1) / double(gpus) / bus;
+    d.compute_s /= gpus;
+    d.memory_s /= gpus;
+    d.transfer_s = d.transfer_s / gpus + allreduce;
+  }
+  d.step_s = d.compute_s + d.memory_s + d.overhead_s + d.transfer_s + d.sync_s;
+  d.epoch_s = d.step_s * double(shape.steps_per_epoch);
+  d.total_s = d.epoch_s * double(shape.epochs);
+  double best = std::max({d.compute_s, d.memory_s, d.overhead_s, d.transfer_s});
+  d.dominant = best == d.compute_s    ? "compute"
+               : best == d.memory_s   ? "memory"
+               : best == d.overhead_s ? "overhead"
+                                      : "transfer";
+
+  double params = kF32 * double(shape.params);
+  d.params_bytes = params;
+  d.grads_bytes = params;
+  d.optimizer_bytes = shape.optimizer == "adam" || shape.optimizer == "adamw" ? 2 * params
+                      : optimizer.fwd_bytes > 3.0 * params                    ? params
+                                                                              : 0;
+  d.activation_bytes = activation_bytes(layers, batch_bytes) / gpus;
+  d.total_bytes = d.params_bytes + d.grads_bytes + d.optimizer_bytes + d.activation_bytes;
+  return d;
+}
+
+PlanResult plan(const PlanOptions& o) {
+  FREIGHT_CHECK(o.samples > 0, fmt::format("--samples must be positive (got {})", o.samples));
+  FREIGHT_CHECK(o.epochs > 0, fmt::format("--epochs must be positive (got {})", o.epochs));
+  nn::ModelSpec spec = nn::load_model_spec(o.model);
+  profile::ModelSettings s = profile::model_settings(spec, o.batch_size, o.optimizer, -1);
+  manual_seed(0);
+  nn::ModulePtr model = nn::build_model(spec);
+
+  PlanResult r;
+  r.model = spec.name;
+  r.samples = o.samples;
+  r.epochs = o.epochs;
+  r.batch_size = std::min(s.batch_size, o.samples);
+  r.steps_per_epoch = (o.samples + r.batch_size - 1) / r.batch_size;
+  r.optimizer = s.optimizer;
+  r.params = model->num_parameters();
+
+  Shape xs{r.batch_size};
+  xs.insert(xs.end(), spec.input_shape.begin(), spec.input_shape.end());
+  std::vector<LayerCost> layers = layer_costs(*model, xs);
+  LayerCost loss = loss_cost(model->output_shape(xs), spec.classes);
+  LayerCost opt = optimizer_cost(s.optimizer, s.momentum, r.params);
+  r.optimizer_describe = opt.describe;
+  Shape ys{r.batch_size};
+  if (spec.task == "language_model") ys = xs;
+  double batch_bytes = double(shape_numel(xs)) * double(dtype_size(spec.input_dtype)) +
+                       8.0 * double(shape_numel(ys));
+  for (const LayerCost& c : layers) {
+    r.flops_per_step += c.flops();
+    r.bytes_per_step += c.bytes();
+    r.ops_per_step += c.fwd_ops + c.bwd_ops;
+  }
+  r.flops_per_step += loss.flops() + opt.flops();
+  r.bytes_per_step += loss.bytes() + opt.bytes();
+  r.ops_per_step += loss.fwd_ops + loss.bwd_ops + opt.fwd_ops;
+
+  r.contention = host_contention(0.2);
+  std::vector<DeviceInfo> infos = list_devices();
+  DevicePeaks cpu_peaks = peaks_for(Device::cpu());
+  DevicePlan cpu = plan_device(r, layers, loss, opt, batch_bytes, cpu_peaks);
+  cpu.available_bytes = double(infos.front().memory_free);
+  r.devices.push_back(cpu);
+  int gpus = 0;
+  for (const DeviceInfo& info : infos) {
+    if (!info.device.is_cuda()) continue;
+    DevicePlan g = plan_device(r, layers, loss, opt, batch_bytes, peaks_for(info.device));
+    g.available_bytes = double(info.memory_total);
+    r.devices.push_back(g);
+    ++gpus;
+  }
+  if (gpus > 1) {
+    DevicePlan many = plan_device(r, layers, loss, opt, batch_bytes, r.devices[1].peaks, gpus);
+    many.available_bytes = r.devices[1].available_bytes;
+    r.devices.push_back(many);
+  }
+  if (gpus == 0 && o.reference_gpu) {
+    DevicePlan ref = plan_device(r, layers, loss, opt, batch_bytes, reference_h100(cpu_peaks));
+    ref.label = "H100 (datasheet)";
+    ref.measured = false;
+    ref.available_bytes = 80.0 * double(1ull << 30);
+    r.devices.push_back(ref);
+  }
+  for (DevicePlan& d : r.devices)
+    d.fits = d.available_bytes <= 0 || d.total_bytes <= d.available_bytes;
+
+  // ---- the recommendation ----
+  double flops_epoch = r.flops_per_step * double(r.steps_per_epoch);
+  const DevicePlan* best_gpu = nullptr;
+  const DevicePlan* multi = nullptr;
+  for (const DevicePlan& d : r.devices) {
+    if (!d.measured) continue;
+    if (d.gpus > 1)
+      multi = &d;
+    else if (d.peaks.device.is_cuda() && d.fits && (!best_gpu || d.epoch_s < best_gpu->epoch_s))
+      best_gpu = &d;
+  }
+  const DevicePlan* ref = nullptr;
+  for (const DevicePlan& d : r.devices)
+    if (!d.measured) ref = &d;
+  std::string cpu_epoch = seconds_text(cpu.epoch_s);
+  if (!best_gpu) {
+    r.recommendation = "cpu";
+    double ratio = ref ? cpu.epoch_s / ref->epoch_s : 1;
+    if (ref && ratio >= 3 && cpu.total_s > 600) {
+      r.reason = fmt::format(
+          "{} per epoch: the CPU is predicted to take {} an epoch ({} in all); this task wants a "
+          "GPU, and none is present here: an H100-class GPU would be about {:.0f}x faster ({} an "
+          "epoch, a datasheet estimate)",
+          flops_text(flops_epoch), cpu_epoch, seconds_text(cpu.total_s), ratio,
+          seconds_text(ref->epoch_s));
+    } else if (ref && ratio >= 3) {
+      r.reason = fmt::format(
+          "the CPU is enough: {} an epoch ({} in all, {} per epoch); a GPU like an H100 would "
+          "be about {:.0f}x faster (datasheet estimate) but is not needed at this size",
+          cpu_epoch, seconds_text(cpu.total_s), flops_text(flops_epoch), ratio);
+    } else if (ref) {
+      r.reason = fmt::format(
+          "small model: per-op overhead dominates; the CPU finishes an epoch in {}, and a GPU "
+          "like an H100 would not be much faster ({} an epoch, datasheet estimate: launches "
+          "cost more than the arithmetic)",
+          cpu_epoch, seconds_text(ref->epoch_s));
+    } else {
+      r.reason =
+          fmt::format("no GPU is present; the CPU is predicted to take {} an epoch", cpu_epoch);
+    }
+    if (!cpu.fits)
+      r.reason += fmt::format(
+          "; note: it needs about {:.1f} GiB but only {:.1f} GiB are "
+          "available, try a smaller --batch-size",
+          cpu.total_bytes / double(1ull << 30), cpu.available_bytes / double(1ull << 30));
+    return r;
+  }
+  double gain = cpu.epoch_s / best_gpu->epoch_s;
+  if (gain < 1.2 && cpu.fits) {
+    r.recommendation = "cpu";
+    r.reason = fmt::format(
+        "tiny model: {} dominates on the GPU; the CPU finishes an epoch in {}, the GPU would "
+        "take {} (not faster)",
+        best_gpu->dominant == "overhead" ? "launch overhead" : best_gpu->dominant, cpu_epoch,
+        seconds_text(best_gpu->epoch_s));
+    return r;
+  }
+  if (multi && multi->epoch_s < 0.6 * best_gpu->epoch_s && best_gpu->epoch_s > 60) {
+    r.recommendation = "gpus";
+    r.reason = fmt::format(
+        "{} per epoch: one GPU is predicted {:.0f}x faster than the CPU ({} an epoch), and {} "
+        "GPUs data-parallel about {:.1f}x faster again ({}); Freight itself trains on one GPU "
+        "today",
+        flops_text(flops_epoch), gain, seconds_text(best_gpu->epoch_s), multi->gpus,
+        best_gpu->epoch_s / multi->epoch_s, seconds_text(multi->epoch_s));
+    return r;
+  }
+  r.recommendation = "gpu";
+  r.reason = fmt::format(
+      "{} per epoch; the GPU is predicted {:.0f}x faster ({} an epoch against "
+      "the CPU's {})",
+      flops_text(flops_epoch), gain, seconds_text(best_gpu->epoch_s), cpu_epoch);
+  return r;
+}
+
+}  // namespace freight
