@@ -131,5 +131,3 @@ double host_contention(double seconds) {
 }
 
 }  // namespace freight
-
-namespace freight::profile {}  // namespace freight::profile

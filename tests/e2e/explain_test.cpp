@@ -1,0 +1,183 @@
+// freight explain: the breakdown of a training step attributes at least 95% of the step to layers
+// and phases, with FLOPs, bytes and roofline bounds where they are known; the command prints
+// the table and writes the roofline plot; a GPU requested where there is none is a clear error.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "freight/error.h"
+#include "freight/explain.h"
+#include "freight/runtime.h"
+
+namespace freight {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shell(const std::string& cmd, int* status) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  if (!p) return out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return out;
+}
+
+// A private peaks cache for the suite, measured once (the command run by the tests reads it).
+class Explain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("freight_explain_test_" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    const char* old = std::getenv("FREIGHT_PEAKS_FILE");
+    if (old) old_ = new std::string(old);
+    ::setenv("FREIGHT_PEAKS_FILE", (*dir_ / "peaks.json").c_str(), 1);
+    measure_peaks(Device::cpu());
+  }
+  static void TearDownTestSuite() {
+    if (old_)
+      ::setenv("FREIGHT_PEAKS_FILE", old_->c_str(), 1);
+    else
+      ::unsetenv("FREIGHT_PEAKS_FILE");
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete old_;
+  }
+  static ExplainOptions quick(const std::string& model) {
+    ExplainOptions o;
+    o.model = model;
+    o.device = "cpu";
+    o.warmup = 1;
+    o.min_steps = 3;
+    o.min_seconds = 0.05;
+    o.max_steps = 6;
+    return o;
+  }
+  static fs::path* dir_;
+  static std::string* old_;
+};
+fs::path* Explain::dir_ = nullptr;
+std::string* Explain::old_ = nullptr;
+
+void check_breakdown(const ExplainResult& r) {
+  EXPECT_GT(r.step_s, 0);
+  EXPECT_GE(r.attributed, 0.95);
+  EXPECT_LE(r.attributed, 1.0);
+  // The rows add up to the step: "other" is exactly what the attributed rows leave.
+  double sum = 0;
+  std::set<std::string> kinds;
+  for (const ExplainRow& row : r.rows) {
+    sum += row.time();
+    kinds.insert(row.kind);
+    EXPECT_GE(row.fwd_s, 0) << row.name;
+    EXPECT_GE(row.bwd_s, 0) << row.name;
+  }
+  EXPECT_NEAR(sum, r.step_s, 1e-3 * r.step_s + 1e-9);
+  for (const char* k : {"layer", "loss", "engine", "optimizer", "copy", "sync", "other"})
+    EXPECT_TRUE(kinds.count(k)) << "no row of kind " << k;
+  EXPECT_NEAR(r.forward_s + r.backward_s + r.optimizer_s + r.copy_s + r.sync_s + r.other_s,
+              r.step_s, 1e-3 * r.step_s + 1e-9);
+}
+
+TEST_F(Explain, ZooModelsAttributeTheStepToTheirLayers) {
+  ExplainResult r = explain(quick("mlp"));
+  check_breakdown(r);
+  EXPECT_EQ(r.model, "mlp");
+  EXPECT_TRUE(r.device.is_cpu());
+  EXPECT_EQ(r.batch_size, 64);
+  int linear = 0;
+  for (const ExplainRow& row : r.rows) {
+    if (row.describe.rfind("Linear(", 0) != 0) continue;
+    ++linear;
+    EXPECT_GT(row.flops, 0);
+    EXPECT_GT(row.bytes, 0);
+    EXPECT_GT(row.fwd_s, 0);
+    EXPECT_GT(row.bwd_s, 0);
+    EXPECT_GT(row.intensity(), 1);  // a GEMM reuses its operands
+    double roof = roofline_rate(row, r.peaks);
+    EXPECT_GT(roof, 0);
+    EXPECT_LE(roof, r.peaks.fp32_flops * (1 + 1e-9));
+    EXPECT_NE(bound_by(row, r.peaks), "-");
+  }
+  EXPECT_EQ(linear, 3);
+  // Linear(784, 512) at batch 64: 2·64·784·512 forward, twice that backward, plus the bias.
+  const ExplainRow& first = r.rows[1];
+  ASSERT_EQ(first.describe, "Linear(784, 512)");
+  EXPECT_NEAR(first.flops, 3.0 * 2 * 64 * 784 * 512, 0.01 * first.flops);
+
+  // Convolutional and recurrent models too. (One test, so ctest's one process per test measures
+  // the suite's peaks once for all of these.)
+  for (const char* m : {"lenet5", "lstm-rows"}) {
+    SCOPED_TRACE(m);
+    ExplainResult r = explain(quick(m));
+    check_breakdown(r);
+    double layer_flops = 0;
+    for (const ExplainRow& row : r.rows)
+      if (row.kind == "layer") layer_flops += row.flops;
+    EXPECT_GT(layer_flops, 1e6);
+  }
+}
+
+// Needs no peaks: the device is resolved first.
+TEST(ExplainDevice, CudaWithoutAGpuIsAnError) {
+  if (!list_devices().empty() && list_devices().back().device.is_cuda())
+    GTEST_SKIP() << "a GPU is present";
+  ExplainOptions o;
+  o.model = "mlp";
+  o.device = "cuda";
+  try {
+    explain(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Explain, CommandPrintsTheTableAndWritesThePlot) {
+  fs::path prefix = *dir_ / "plots" / "mlp";
+  fs::path json = *dir_ / "mlp.json";
+  int status = -1;
+  std::string out = shell(fmt::format("{} explain --model mlp --steps 2 --warmup 1 --plot {} "
+                                      "--json {}",
+                                      FREIGHT_CLI_PATH, prefix.string(), json.string()),
+                          &status);
+  ASSERT_EQ(status, 0) << out;
+  for (const char* s : {"explain mlp on cpu", "fwd ms", "FLOP/B", "%roof", "Linear(784, 512)",
+                        "optimizer", "host-to-device copy", "autograd engine", "attributed "})
+    EXPECT_NE(out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << out;
+  EXPECT_TRUE(fs::exists(prefix.string() + ".gp"));
+  EXPECT_TRUE(fs::exists(prefix.string() + ".dat"));
+  if (shell("command -v gnuplot", &status), status == 0) {
+    EXPECT_GT(fs::file_size(prefix.string() + ".png"), 1000u);
+    EXPECT_GT(fs::file_size(prefix.string() + ".svg"), 1000u);
+  }
+  std::ifstream f(json);
+  nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_GE(j.at("attributed").get<double>(), 0.95);
+  EXPECT_FALSE(j.at("rows").empty());
+
+  // A GPU asked for as the second device, with none present, fails before any output.
+  if (list_devices().back().device.is_cuda()) return;
+  out = shell(fmt::format("{} explain --model mlp --device2 cuda --no-plot", FREIGHT_CLI_PATH),
+              &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("no usable GPU"), std::string::npos) << out;
+  EXPECT_EQ(out.find("attributed"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace freight
