@@ -422,8 +422,8 @@ struct ImplicitEngine {
     const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
     const int64_t per_img = l.xsz + ldo * lv;
     const int nt = threads_for(double(g.n * lv) * double(K * O));
-    // Images per group: as many as fit the budget, with at least 3 groups per thread to share
-    // out dynamically.
+    // Images per group: as many as fit the budget, at least 3 groups per thread (each thread
+    // takes a fixed run of groups: see static_grains).
     const int64_t images = std::max<int64_t>(1, g.n / (3 * nt));
     const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
     const int64_t acc_sz = round_up(Kp * ldo + O, W);
@@ -433,7 +433,7 @@ struct ImplicitEngine {
     koff.resize(Kp, g.c * l.plane);  // padding taps read the zero slack (xsz covers lv of it)
     for (int t = 0; t < nt; ++t)     // zero each thread's partial sums
       std::fill(ptr<T>(ws) + t * per_thread, ptr<T>(ws) + t * per_thread + Kp * ldo + O, T(0));
-    dynamic_threads(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
+    static_grains(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
       T* pw = ptr<T>(ws) + t * per_thread;  // dW: [Kp][ldo] transposed, else [O][Kp]
       T* pb = pw + Kp * ldo;
       T* xp = pw + acc_sz;       // nb padded images, l.xsz apart
@@ -626,7 +626,7 @@ struct DirectEngine {
         for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
     for (int t = 0; t < nt; ++t)  // zero each thread's partial sums
       std::fill(ptr<T>(ws) + t * per_thread, ptr<T>(ws) + t * per_thread + K * ldo + O, T(0));
-    dynamic_threads(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
+    static_grains(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
       T* pw = ptr<T>(ws) + t * per_thread;  // dWᵀ [K][ldo], then db [O]
       T* pb = pw + K * ldo;
       T* xp = pw + acc_sz;       // the group's padded images, xp_sz apart

@@ -207,4 +207,16 @@ void dynamic_threads(int nt, int64_t n, int64_t grain, Fn&& fn) {
   }
 }
 
+// Runs fn(thread, begin, end) on `nt` threads over [0, n) in pieces of at most `grain` items,
+// each thread taking a fixed contiguous run of whole pieces. For passes whose threads sum into
+// private accumulators (the weight gradients): which items a thread sums must not depend on
+// timing, or the summation order, and so the rounding, would change from run to run and the
+// same seed would not give the same weights.
+template <class Fn>
+void static_grains(int nt, int64_t n, int64_t grain, Fn&& fn) {
+  split_threads(nt, n, grain, [&](int t, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i += grain) fn(t, i, std::min(e, i + grain));
+  });
+}
+
 }  // namespace freight::cpu::conv_detail
