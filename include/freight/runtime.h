@@ -28,6 +28,13 @@ void empty_cache(Device device);  // returns cached blocks to the system
 void set_poison_allocations(bool on);
 bool poison_allocations();
 
+// Deterministic mode, off by default: when on, every backend uses only algorithms whose results
+// are reproducible bit for bit from run to run (on the GPU, deterministic cuDNN convolution
+// algorithms, possibly slower). The CPU kernels are deterministic already. Applies to every
+// device, to algorithms chosen after the call.
+void set_deterministic(bool on);
+bool deterministic();
+
 // Blocks until all work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);
 

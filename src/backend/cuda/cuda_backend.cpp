@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -25,11 +26,21 @@ std::string status_text(cudaError_t s) {
 std::string status_text(cublasStatus_t s) {
   return fmt::format("cuBLAS status {} ({})", int(s), cublasGetStatusString(s));
 }
+std::string status_text(cudnnStatus_t s) {
+  // cuDNN keeps a longer description of the most recent failure on this thread.
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  return fmt::format("cuDNN status {} ({}){}", int(s), cudnnGetErrorString(s),
+                     detail[0] ? fmt::format(": {}", detail) : std::string());
+}
 bool is_ok(cudaError_t s) {
   return s == cudaSuccess;
 }
 bool is_ok(cublasStatus_t s) {
   return s == CUBLAS_STATUS_SUCCESS;
+}
+bool is_ok(cudnnStatus_t s) {
+  return s == CUDNN_STATUS_SUCCESS;
 }
 
 void throw_status(const std::string& what, const char* call, const char* file, int line) {
@@ -37,6 +48,16 @@ void throw_status(const std::string& what, const char* call, const char* file, i
 }
 
 // ---------------------------------------------------------------- context
+namespace {
+std::atomic<bool> g_deterministic{false};
+}
+void set_deterministic(bool on) {
+  g_deterministic.store(on, std::memory_order_relaxed);
+}
+bool deterministic() {
+  return g_deterministic.load(std::memory_order_relaxed);
+}
+
 void set_device(int device) {
   thread_local int current = -1;
   if (current == device) return;
@@ -263,6 +284,7 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mu_);
     release_locked(index);
   }
+  void set_deterministic(bool on) override { cuda::set_deterministic(on); }
 
  private:
   struct PerDevice {
