@@ -124,6 +124,7 @@ struct PlanCache {
   std::mutex mu;
   std::unordered_map<ConvKey, std::unique_ptr<ConvPlan>, ConvKeyHash> plans;
   int64_t choices = 0;
+  int last_choice[3] = {-1, -1, -1};
 };
 PlanCache& plan_cache() {
   static PlanCache* cache = new PlanCache();  // lives as long as the process
@@ -312,6 +313,7 @@ Prepared prepare(cudnnHandle_t h, const Conv2dGeometry& g, DType dtype, int dev,
   if (!p.algo[pass].chosen) {
     p.algo[pass] = choose(h, p, pass, det, g, dtype);
     ++cache.choices;
+    cache.last_choice[pass] = p.algo[pass].algo;
   }
   return {&p, p.algo[pass].algo, p.algo[pass].workspace};
 }
@@ -447,7 +449,11 @@ void backward_weight_cuda(const Tensor& gy, const Tensor& x, const Conv2dGeometr
 ConvPlanCacheStats conv_plan_cache_stats() {
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
-  return {int64_t(cache.plans.size()), cache.choices};
+  ConvPlanCacheStats s;
+  s.plans = int64_t(cache.plans.size());
+  s.choices = cache.choices;
+  for (int pass = 0; pass < 3; ++pass) s.last_choice[pass] = cache.last_choice[pass];
+  return s;
 }
 
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_forward, CUDA, forward_cuda);
