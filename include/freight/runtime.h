@@ -1,10 +1,15 @@
-// Process-wide runtime settings: CPU threads, memory statistics, debug poisoning.
+// Process-wide runtime settings: CPU threads, memory statistics, debug poisoning, the GPU's
+// numerics (precision, determinism) and pinned host memory.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "freight/device.h"
+#include "freight/tensor.h"
 
 namespace freight {
 
@@ -12,8 +17,10 @@ namespace freight {
 void set_num_threads(int n);
 int num_threads();
 
+// On a GPU, blocks reserved for a CUDA graph (its private pool, which a replay uses whatever the
+// host holds) count as in use for as long as the graph lives, so the peak is the device's.
 struct MemoryStats {
-  size_t in_use = 0;    // bytes held by live tensors
+  size_t in_use = 0;    // bytes held by live tensors (and reserved for CUDA graphs)
   size_t peak = 0;      // high-water mark of in_use since the last reset
   size_t cached = 0;    // bytes kept by the caching allocator for reuse
   size_t allocs = 0;    // allocations served
@@ -27,13 +34,6 @@ void empty_cache(Device device);  // returns cached blocks to the system
 // forgot to write shows up as NaN in tests. Off by default (it costs a memset).
 void set_poison_allocations(bool on);
 bool poison_allocations();
-
-// Deterministic mode, off by default: when on, every backend uses only algorithms whose results
-// are reproducible bit for bit from run to run (on the GPU, deterministic cuDNN convolution
-// algorithms, possibly slower). The CPU kernels are deterministic already. Applies to every
-// device, to algorithms chosen after the call.
-void set_deterministic(bool on);
-bool deterministic();
 
 // Blocks until all work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);
@@ -53,6 +53,47 @@ struct DeviceInfo {
 };
 // The CPU first, then every visible GPU (none when the CUDA backend is absent or unusable).
 std::vector<DeviceInfo> list_devices();
+
+// ---- GPU numerics ----
+// How float32 matrix products and convolutions run on a GPU. The CPU always computes in full
+// float32 (OpenBLAS has no reduced-precision mode), so the CPU accepts only FP32.
+//   FP32  full float32 arithmetic: cuBLAS CUBLAS_DEFAULT_MATH; cuDNN CUDNN_FMA_MATH (cuDNN's
+//         default math type would allow TF32 on Ampere and later).
+//   TF32  float32 tensors, but GEMM and convolution inputs are rounded to TF32 (10-bit
+//         mantissa) on the tensor cores, with float32 accumulation: cuBLAS
+//         CUBLAS_TF32_TENSOR_OP_MATH; cuDNN CUDNN_TENSOR_OP_MATH.
+//   BF16  GEMM and convolution inputs converted to bfloat16 for the tensor cores, float32
+//         accumulation and float32 outputs (cublasGemmEx with CUDA_R_16BF inputs,
+//         CUBLAS_COMPUTE_32F; cuDNN: bfloat16 x/w descriptors, float compute type). Parameters
+//         (the master weights), gradients, optimizer state, activations between layers and the
+//         loss stay float32.
+// Float64 work is never affected. Read by the CUDA GEMM (blas.cu) and convolution code at each
+// call, so a change takes effect at once.
+enum class Precision : uint8_t { FP32, TF32, BF16 };
+void set_precision(Precision p);
+Precision precision();
+const char* precision_name(Precision p);           // "fp32", "tf32", "bf16"
+Precision parse_precision(std::string_view text);  // throws naming the accepted values
+
+// Deterministic GPU results: the same inputs give bit-identical outputs run to run on the same
+// GPU and build. Freight's own kernels always are (fixed-order reductions, no floating-point
+// atomics); cuBLAS is for a fixed stream and workspace, which Freight keeps. When on, the
+// convolution code picks deterministic cuDNN algorithms only (no atomics-based backward
+// algorithms, no timing-based choice), chosen from the next call on (the mode is part of the
+// cached convolution plan's key). The CPU kernels are deterministic already. Off by default.
+void set_deterministic(bool on);
+bool deterministic();
+
+// ---- pinned host memory ----
+// Page-locked host memory, which a GPU reads by DMA without a staging copy (so host-to-device
+// copies can overlap compute). Served from a cache like device memory (cudaHostAlloc is slow);
+// a block freed while a copy from it is still queued is only reused once that copy has run.
+// `gpu` names the CUDA device whose context allocates it (the memory is usable by every GPU);
+// it is never silently pageable: without a usable GPU this throws.
+Tensor empty_pinned(const Shape& shape, DType dtype, Device gpu);
+// The loader's host_alloc hook for batches bound for `gpu` (LoaderOptions::host_alloc).
+std::function<Tensor(const Shape&, DType)> pinned_host_allocator(Device gpu);
+bool is_pinned(const Tensor& t);
 
 // Versions of the libraries in use (BLAS, its core type, CUDA runtime...), for benchmark records.
 std::string build_info();

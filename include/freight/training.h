@@ -39,6 +39,11 @@ struct TrainOptions {
   std::string metrics;                // JSON lines file, one record per epoch
   int64_t limit_train = 0;            // use only the first N training samples (0 = all)
   int64_t limit_test = 0;             // use only the first N test samples (0 = all)
+  // GPU only (errors on the CPU unless left at their defaults):
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 (freight::Precision, runtime.h)
+  bool cuda_graph = true;          // replay the training step as a CUDA graph
+  bool data_on_device = false;     // keep the training set in GPU memory, batches gathered there
+  bool deterministic = false;      // deterministic GPU algorithms (freight::set_deterministic)
 };
 
 struct EpochReport {
@@ -51,6 +56,7 @@ struct EpochReport {
   double eval_seconds = 0;
   double samples_per_second = 0;
   size_t peak_memory = 0;  // bytes, on the training device
+  int64_t graph_steps = 0;  // GPU: steps of the epoch run as CUDA graph replays
 };
 
 // Progress within an epoch, for progress bars.
@@ -64,7 +70,10 @@ struct BatchProgress {
 
 struct TrainCallbacks {
   std::function<void(const std::string&)> note;          // one-off messages (device choice, ...)
-  std::function<void(const BatchProgress&)> on_batch;    // after each batch
+  // After each batch on the CPU. On a GPU, reading the running loss makes the host wait for the
+  // device, so it is called only every log_interval batches (or, without one, at most about four
+  // times a second), and after the last batch.
+  std::function<void(const BatchProgress&)> on_batch;
   std::function<void(const EpochReport&)> on_epoch;      // after each epoch's evaluation
 };
 
@@ -93,6 +102,14 @@ Tensor model_loss(const nn::ModelSpec& spec, const Tensor& output, const Tensor&
 int64_t count_correct(const Tensor& output, const Tensor& labels);
 
 TrainResult train(const TrainOptions& options, const TrainCallbacks& callbacks = {});
+
+// What to say when a training step at batch size `batch_size` ran out of device memory: it asked
+// for `requested` bytes with `free_bytes` free, after taking `step_bytes` beyond the `baseline`
+// held before the step (model, optimizer state, data). Since the step did not finish, its need
+// per sample is at least (step_bytes + requested) / batch_size; the advice names a batch size
+// that fits the memory the step could have had (step_bytes + free_bytes) with a 10% margin.
+std::string out_of_memory_advice(size_t requested, size_t free_bytes, size_t step_bytes,
+                                 size_t baseline, int64_t batch_size);
 
 struct EvalResult {
   double loss = 0, accuracy = 0;

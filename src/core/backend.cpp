@@ -1,5 +1,7 @@
 #include "core/backend.h"
 
+#include <fmt/format.h>
+
 #include "freight/error.h"
 
 namespace freight {
@@ -18,6 +20,19 @@ struct CudaRegistration {
 }  // namespace
 
 void register_backend(DeviceType type, DeviceBackend* backend) { g_backends[int(type)] = backend; }
+
+void* DeviceBackend::allocate_pinned(size_t, int) {
+  throw Error(fmt::format("pinned host memory needs a CUDA device ({} backend)", name()));
+}
+void DeviceBackend::deallocate_pinned(void*, size_t, int) {
+  throw Error(fmt::format("pinned host memory needs a CUDA device ({} backend)", name()));
+}
+std::unique_ptr<PendingUpload> DeviceBackend::upload(void*, const void*, size_t, int) {
+  throw Error(fmt::format("asynchronous uploads need a CUDA device ({} backend)", name()));
+}
+std::unique_ptr<DeviceGraph> DeviceBackend::capture(int, const std::function<void()>&) {
+  throw Error(fmt::format("graph capture needs a CUDA device ({} backend)", name()));
+}
 
 bool has_backend(DeviceType type) {
   static CudaRegistration once;

@@ -2,12 +2,30 @@
 // is always registered; the CUDA one registers itself when the library is built with it.
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "freight/device.h"
 #include "freight/runtime.h"
 
 namespace freight {
+
+// A host-to-device copy queued by DeviceBackend::upload.
+class PendingUpload {
+ public:
+  virtual ~PendingUpload() = default;  // waits (as wait()) when wait() was never called
+  // Work queued on the device after this call runs after the copy (a device-side wait: the
+  // host does not block).
+  virtual void wait() = 0;
+};
+
+// Device work recorded once and replayed (a CUDA graph), see DeviceBackend::capture.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void replay() = 0;
+};
 
 class DeviceBackend {
  public:
@@ -36,6 +54,30 @@ class DeviceBackend {
     d.name = name();
     return d;
   }
+
+  // ---- the GPU's extras; the defaults throw (a CPU-only backend has none of them) ----
+  // Page-locked host memory for staging copies, allocated in device `index`'s context and
+  // cached (runtime.h, empty_pinned).
+  virtual void* allocate_pinned(size_t bytes, int index);
+  virtual void deallocate_pinned(void* ptr, size_t bytes, int index);
+  // Copies `bytes` of host memory at `src` to device memory at `dst` on device `index`'s copy
+  // stream, ordered after every piece of work queued on the device so far (so a block that the
+  // cache just recycled is no longer read by earlier work) and overlapping work queued later.
+  // The caller must call wait() on the result before queueing work that reads `dst`. A pinned
+  // source stays reserved until the copy has run even if its tensor is freed first; a pageable
+  // source may be reused as soon as this returns.
+  virtual std::unique_ptr<PendingUpload> upload(void* dst, const void* src, size_t bytes,
+                                                int index);
+  // Records the device work that `work` queues on device `index` (from this thread) into a
+  // graph, without running it. Memory allocated meanwhile comes from a pool private to the
+  // graph and stays reserved for it while it lives. `work` runs on the host once, so its host
+  // effects (counters, random offsets reserved from the default generator) belong to one
+  // execution: the first replay() runs the recorded work as the device half of that same
+  // execution. Each later replay() runs the device work alone; the backend advances the default
+  // generator as `work` did and makes the replay draw the numbers that an execution at the
+  // generator's current offset would, the caller redoes any other host bookkeeping. Any host
+  // synchronisation inside `work` makes the capture fail with an error.
+  virtual std::unique_ptr<DeviceGraph> capture(int index, const std::function<void()>& work);
 };
 
 void register_backend(DeviceType type, DeviceBackend* backend);

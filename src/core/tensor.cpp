@@ -27,8 +27,19 @@ Storage::Storage(size_t bytes, Device dev) : nbytes(bytes), device(dev) {
   if (poison_allocations()) be.memset(data, 0xFF, bytes, dev.index);  // 0xFF.. is a NaN
 }
 
+Storage::Storage(size_t bytes, Device cpu, int pinned_for_gpu)
+    : nbytes(bytes), device(cpu), pinned_for(pinned_for_gpu) {
+  if (bytes == 0) return;
+  data = backend_for(DeviceType::CUDA).allocate_pinned(bytes, pinned_for);
+  if (poison_allocations()) std::memset(data, 0xFF, bytes);
+}
+
 Storage::~Storage() {
-  if (data) backend_for(device.type).deallocate(data, nbytes, device.index);
+  if (!data) return;
+  if (pinned_for >= 0)
+    backend_for(DeviceType::CUDA).deallocate_pinned(data, nbytes, pinned_for);
+  else
+    backend_for(device.type).deallocate(data, nbytes, device.index);
 }
 
 void TensorImpl::recompute_layout() {
@@ -90,6 +101,30 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   impl->contiguous = true;
   impl->storage = std::make_shared<Storage>(size_t(impl->numel) * dtype_size(dtype), device);
   return Tensor(std::move(impl));
+}
+
+Tensor empty_pinned(const Shape& shape, DType dtype, Device gpu) {
+  check_shape(shape, "empty_pinned");
+  FREIGHT_CHECK(gpu.is_cuda(), fmt::format("empty_pinned: pinned memory is allocated for a CUDA "
+                                           "device, not {}",
+                                           gpu.str()));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->numel = shape_numel(shape);
+  impl->contiguous = true;
+  impl->storage =
+      std::make_shared<Storage>(size_t(impl->numel) * dtype_size(dtype), Device::cpu(), gpu.index);
+  return Tensor(std::move(impl));
+}
+
+std::function<Tensor(const Shape&, DType)> pinned_host_allocator(Device gpu) {
+  return [gpu](const Shape& shape, DType dtype) { return empty_pinned(shape, dtype, gpu); };
+}
+
+bool is_pinned(const Tensor& t) {
+  return t.defined() && t.impl()->storage->pinned_for >= 0;
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {

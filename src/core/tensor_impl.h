@@ -12,11 +12,15 @@ namespace freight {
 struct Node;
 
 // A block of device memory owned through the device's allocator (returned to it on destruction).
+// Pinned storage is host memory (device CPU) from the CUDA backend's page-locked cache,
+// allocated in GPU `pinned_for`'s context and given back to that cache.
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
+  int pinned_for = -1;  // >= 0: page-locked host memory (see above)
   Storage(size_t bytes, Device dev);
+  Storage(size_t bytes, Device cpu, int pinned_for_gpu);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -1,21 +1,49 @@
 // The batch loader. A worker thread assembles batches (gather, convert, normalise) into a
 // bounded queue while the training thread consumes them; plain loops only, so the worker never
-// starts an OpenMP team of its own that would compete with the kernels' threads.
+// starts an OpenMP team of its own that would compete with the kernels' threads. For a GPU the
+// worker stays on the host (it makes no CUDA call but pinned allocations, which cannot disturb
+// a graph capture on the training thread) and the training thread queues the uploads.
 #include "freight/data/loader.h"
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
+#include "core/backend.h"
 #include "core/philox.h"
 #include "freight/error.h"
 
 namespace freight::data {
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> order(size_t(std::max<int64_t>(n, 0)));
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle) return order;
+  // Fisher-Yates driven by Philox: draw i is element(seed, counter base for this epoch, i).
+  uint64_t base = uint64_t(epoch) << 36;
+  for (int64_t i = n - 1; i > 0; --i) {
+    uint64_t r = philox::element(seed, base, uint64_t(n - 1 - i));
+    int64_t j = int64_t(r % uint64_t(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+Normalisation normalisation(double mean, double std) {
+  Normalisation n;
+  n.inv_std = float(1.0 / std);
+  n.mean = float(mean);
+  n.scale = n.inv_std / 255.0f;
+  n.shift = -n.mean * n.inv_std;
+  return n;
+}
 
 struct Loader::Impl {
   Dataset ds;
@@ -35,21 +63,20 @@ struct Loader::Impl {
   int64_t consumed = 0;
   std::exception_ptr error;
 
-  void shuffle(int64_t epoch) {
-    int64_t n = ds.size();
-    order.resize(n);
-    std::iota(order.begin(), order.end(), 0);
-    if (!opt.shuffle) return;
-    // Fisher-Yates driven by Philox: draw i is element(seed, counter base for this epoch, i).
-    uint64_t base = uint64_t(epoch) << 36;
-    for (int64_t i = n - 1; i > 0; --i) {
-      uint64_t r = philox::element(opt.seed, base, uint64_t(n - 1 - i));
-      int64_t j = int64_t(r % uint64_t(i + 1));
-      std::swap(order[i], order[j]);
-    }
-  }
+  // GPU uploads (training thread only): the batch whose copy was queued last.
+  struct InFlight {
+    Batch batch;  // device tensors
+    std::unique_ptr<PendingUpload> x, y;
+  };
+  std::optional<InFlight> in_flight;
+  int64_t taken = 0;  // host batches taken from the worker (GPU path)
 
-  Batch make(int64_t b) {
+  bool gpu() const { return opt.device.is_cuda(); }
+
+  void shuffle(int64_t epoch) { order = epoch_order(ds.size(), opt.seed, epoch, opt.shuffle); }
+
+  // Batch b in host memory (the worker's part).
+  Batch make_host(int64_t b) {
     int64_t begin = b * opt.batch_size;
     int64_t count = std::min(opt.batch_size, ds.size() - begin);
     Shape s{count};
@@ -67,7 +94,8 @@ struct Loader::Impl {
       std::memcpy(py + i * label_elems, labels + k * label_elems,
                   size_t(label_elems) * sizeof(int64_t));
     }
-    float inv_std = float(1.0 / opt.std), mean = float(opt.mean);
+    Normalisation norm = normalisation(opt.mean, opt.std);
+    float inv_std = norm.inv_std, mean = norm.mean;
     if (xt == DType::I64) {  // token ids: gathered as they are
       const int64_t* src = ds.inputs.data<int64_t>();
       int64_t* px = x.data<int64_t>();
@@ -76,14 +104,15 @@ struct Loader::Impl {
                     size_t(sample_elems) * sizeof(int64_t));
     } else if (ds.inputs.dtype() == DType::U8) {
       float* px = x.data<float>();
-      // (pixel / 255 − mean) / std as one multiply-add per pixel.
-      float scale = inv_std / 255.0f, shift = -mean * inv_std;
+      // (pixel / 255 − mean) / std as one fused multiply-add per pixel (explicitly fused, so
+      // every compiler and the GPU's gather kernel round it the same way).
+      float scale = norm.scale, shift = norm.shift;
       const uint8_t* src = ds.inputs.data<uint8_t>();
       for (int64_t i = 0; i < count; ++i) {
         int64_t k = order[begin + i];
         const uint8_t* from = src + k * sample_elems;
         float* to = px + i * sample_elems;
-        for (int64_t e = 0; e < sample_elems; ++e) to[e] = float(from[e]) * scale + shift;
+        for (int64_t e = 0; e < sample_elems; ++e) to[e] = std::fma(float(from[e]), scale, shift);
       }
     } else {
       float* px = x.data<float>();
@@ -100,9 +129,60 @@ struct Loader::Impl {
     }
     Batch batch;
     batch.index = b;
-    batch.inputs = x.to(opt.device);
-    batch.labels = y.to(opt.device);
+    batch.inputs = x;
+    batch.labels = y;
     return batch;
+  }
+
+  // Batch b where it is used: on a CPU device the host batch itself; on a GPU a synchronous copy
+  // (the synchronous mode and the worker of a CPU loader use this).
+  Batch make(int64_t b) {
+    Batch batch = make_host(b);
+    if (gpu()) {
+      batch.inputs = batch.inputs.to(opt.device);
+      batch.labels = batch.labels.to(opt.device);
+    }
+    return batch;
+  }
+
+  // The next host batch of the epoch: from the worker's queue, or made here without one.
+  Batch take_host() {
+    if (opt.prefetch <= 0) return make_host(taken++);
+    std::unique_lock<std::mutex> lock(mu);
+    FREIGHT_CHECK(worker.joinable(), "loader: next() before start_epoch()");
+    cv.wait(lock, [&] { return !queue.empty() || error; });
+    if (error) std::rethrow_exception(error);
+    Batch batch = std::move(queue.front());
+    queue.pop_front();
+    taken++;
+    cv.notify_all();
+    return batch;
+  }
+
+  // Queues the copy of a host batch to the GPU on the copy stream.
+  InFlight upload(Batch host) {
+    InFlight f;
+    f.batch.index = host.index;
+    DeviceBackend& be = backend_for(DeviceType::CUDA);
+    auto send = [&](const Tensor& h, Tensor& d, std::unique_ptr<PendingUpload>& pending) {
+      d = Tensor::empty(h.shape(), h.dtype(), opt.device);
+      if (h.nbytes() > 0)
+        pending = be.upload(d.data_ptr(), h.data_ptr(), h.nbytes(), opt.device.index);
+    };
+    send(host.inputs, f.batch.inputs, f.x);
+    send(host.labels, f.batch.labels, f.y);
+    return f;  // the host tensors may go: a pinned block stays reserved until its copy ran
+  }
+
+  // GPU path of next(): hand out the batch uploaded last, after queueing the next one's copy.
+  Batch next_on_gpu() {
+    if (!in_flight) in_flight = upload(take_host());
+    InFlight current = std::move(*in_flight);
+    in_flight.reset();
+    if (taken < batches) in_flight = upload(take_host());
+    if (current.x) current.x->wait();
+    if (current.y) current.y->wait();
+    return current.batch;
   }
 
   void run() {
@@ -113,7 +193,7 @@ struct Loader::Impl {
           cv.wait(lock, [&] { return stop || int64_t(queue.size()) < opt.prefetch; });
           if (stop) return;
         }
-        Batch batch = make(b);
+        Batch batch = gpu() ? make_host(b) : make(b);
         std::lock_guard<std::mutex> lock(mu);
         queue.push_back(std::move(batch));
         cv.notify_all();
@@ -135,6 +215,7 @@ struct Loader::Impl {
       worker.join();
     }
     queue.clear();
+    in_flight.reset();  // its uploads still order the compute stream behind them
     stop = false;
     error = nullptr;
   }
@@ -174,13 +255,18 @@ Loader::~Loader() { impl_->halt(); }
 void Loader::start_epoch(int64_t epoch) {
   impl_->halt();
   impl_->shuffle(epoch);
-  impl_->produced = impl_->consumed = 0;
+  impl_->produced = impl_->consumed = impl_->taken = 0;
   if (impl_->opt.prefetch > 0) impl_->worker = std::thread([this] { impl_->run(); });
 }
 
 bool Loader::next(Batch& batch) {
   Impl& m = *impl_;
   if (m.consumed >= m.batches) return false;
+  if (m.gpu()) {
+    batch = m.next_on_gpu();
+    m.consumed++;
+    return true;
+  }
   if (m.opt.prefetch <= 0) {
     batch = m.make(m.consumed++);
     return true;

@@ -68,6 +68,11 @@ Tensor BatchNorm::forward(const Tensor& x) {
   return y;
 }
 
+void BatchNorm::add_tracked_batches(int64_t n) {
+  batches_ += n;
+  num_batches_.fill_(double(batches_));
+}
+
 void BatchNorm::on_state_loaded() {
   batches_ = int64_t(num_batches_.item());
 }

@@ -6,14 +6,18 @@
 // Forward: the input projections of all steps are one GEMM ([T·B, I]·W_ihᵀ); each step then adds
 // h_{t-1}·W_hhᵀ (a [B, H]·[H, 4H] GEMM accumulated in place) and runs the fused cell kernel,
 // which keeps the gate activations and c_t for backward (see ops/kernels/lstm.h for the
-// time-major buffers). A backend with whole-sequence kernels runs the recurrence itself (the
-// CPU's split the batch across threads and fuse the GEMMs with the cell).
+// time-major buffers).
 //
 // Backward through time, steps T-1 down to 0: the cell-backward kernel turns dh_t (from the
 // output and from step t+1) and dc_t into the gradients of the gate pre-activations dA_t
 // [B, 4H], and dh_{t-1} = dA_t·W_hh is one GEMM. Everything else is linear in the stacked
 // dA [T·B, 4H] and is done once after the loop:
 //   [dW_ih | dW_hh] = dAᵀ·[X | h_0 … h_{T-1}],  dX = dA·W_ih,  db_ih = db_hh = Σ_rows dA.
+//
+// That is the op's own loop, over the cell kernels and gemm. A backend that registers the
+// whole-sequence kernels runs the forward and backward passes itself: the CPU's split the batch
+// across threads for the whole sequence, fuse the step GEMMs with the cell, and accumulate the
+// weight gradients as the steps go (see backend/cpu/lstm_cpu.cpp).
 #include <fmt/format.h>
 
 #include <array>

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -94,6 +95,68 @@ void Optimizer::commit(const Batch& b) {
     for (size_t kind = 0; kind < b.buffers.size(); ++kind)
       buffers_[kind][b.index[k]] = b.buffers[kind][k];
   }
+}
+
+// ---------------------------------------------------------------- step scalars
+void Optimizer::use_step_scalars() {
+  Device device = params_[0].device();
+  for (size_t i = 1; i < params_.size(); ++i)
+    FREIGHT_CHECK(params_[i].device() == device,
+                  fmt::format("{}: step scalars need every parameter on one device ({} and {})",
+                              name_, device.str(), params_[i].device().str()));
+  scalars_ = Tensor::zeros({3}, DType::F64, device);
+  for (int64_t i = 0; i < 3; ++i) scalar_slots_[i] = scalars_.slice(0, i, i + 1);
+  prepared_t_ = 0;
+}
+
+std::array<double, 3> Optimizer::step_scalar_values(int64_t) const {
+  return {lr_, 1.0, 1.0};
+}
+
+void Optimizer::prepare_step() {
+  FREIGHT_CHECK(scalars_.defined(),
+                fmt::format("{}: prepare_step() without use_step_scalars()", name_));
+  // The coming update's step count: that of the parameters the last step updated (a replay
+  // updates those), or of all of them before the first step.
+  int64_t t = 0;
+  if (!last_index_.empty()) {
+    t = steps_[last_index_[0]] + 1;
+  } else {
+    for (int64_t s : steps_) t = std::max(t, s + 1);
+  }
+  std::array<double, 3> v = step_scalar_values(t);
+  for (int i = 0; i < 3; ++i) scalar_slots_[i].fill_(v[i]);
+  prepared_t_ = t;
+}
+
+Tensor Optimizer::scalars_for(const Batch& b) {
+  if (!scalars_.defined()) return Tensor();
+  FREIGHT_CHECK(prepared_t_ > 0,
+                fmt::format("{}: step scalars are on but prepare_step() was not called before "
+                            "this step",
+                            name_));
+  for (size_t k = 0; k < b.index.size(); ++k)
+    FREIGHT_CHECK(b.steps[k] == prepared_t_,
+                  fmt::format("{}: parameter {} makes update {} but the step scalars were "
+                              "prepared for update {}: with step scalars every parameter must "
+                              "get a gradient on every step",
+                              name_, b.index[k], b.steps[k], prepared_t_));
+  FREIGHT_CHECK(scalars_.device() == b.params[0].device(),
+                fmt::format("{}: the step scalars are on {} but the parameters on {} (call "
+                            "use_step_scalars() after moving the model)",
+                            name_, scalars_.device().str(), b.params[0].device().str()));
+  prepared_t_ = 0;
+  last_index_ = b.index;
+  return scalars_;
+}
+
+void Optimizer::note_replayed_step() {
+  FREIGHT_CHECK(prepared_t_ > 0 && !last_index_.empty(),
+                fmt::format("{}: note_replayed_step() needs prepare_step() before the replay "
+                            "and a captured step()",
+                            name_));
+  for (size_t i : last_index_) steps_[i] += 1;
+  prepared_t_ = 0;
 }
 
 // ---------------------------------------------------------------- state

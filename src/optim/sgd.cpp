@@ -31,6 +31,7 @@ void SGD::step() {
   cfg.dampening = dampening_;
   cfg.weight_decay = weight_decay_;
   cfg.nesterov = nesterov_;
+  cfg.scalars = scalars_for(b);
   static const std::vector<Tensor> none;
   kernels::sgd_step(b.params[0].device().type, b.params, b.grads,
                     b.buffers.empty() ? none : b.buffers[0], b.fresh, cfg);

@@ -19,6 +19,7 @@
 #include "freight/random.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
+#include "training/gpu_trainer.h"
 
 namespace freight {
 
@@ -138,7 +139,51 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
 }
 
 double mean_of(double sum, int64_t n) { return n ? sum / double(n) : 0.0; }
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+// The process-wide GPU numerics of one train() call, restored afterwards.
+class NumericsScope {
+ public:
+  NumericsScope(Precision p, bool det) : precision_(precision()), deterministic_(deterministic()) {
+    set_precision(p);
+    set_deterministic(det);
+  }
+  ~NumericsScope() {
+    set_precision(precision_);
+    set_deterministic(deterministic_);
+  }
+
+ private:
+  Precision precision_;
+  bool deterministic_;
+};
 }  // namespace
+
+std::string out_of_memory_advice(size_t requested, size_t free_bytes, size_t step_bytes,
+                                 size_t baseline, int64_t batch_size) {
+  double need = double(step_bytes) + double(requested);  // a lower bound: the step did not end
+  double per_sample = need / double(std::max<int64_t>(batch_size, 1));
+  double room = double(step_bytes) + double(free_bytes);
+  int64_t fit = per_sample > 0 ? int64_t(0.9 * room / per_sample) : 0;
+  if (fit >= batch_size) fit = batch_size / 2;  // this size did not fit, whatever the estimate
+  if (fit >= 16) fit -= fit % 8;
+  std::string head = fmt::format(
+      "the training step at --batch-size {} asked for {} with {} free, after taking {} beyond "
+      "the {} held before it (model, optimizer state, data): at least {} per sample",
+      batch_size, bytes_text(double(requested)), bytes_text(double(free_bytes)),
+      bytes_text(double(step_bytes)), bytes_text(double(baseline)), bytes_text(per_sample));
+  if (fit < 1)
+    return head +
+           "; not even one sample fits next to what the model, optimizer state and data "
+           "hold: use a smaller model, or drop --data-on-device";
+  return head + fmt::format(", so --batch-size {} or smaller should fit", fit);
+}
 
 std::pair<double, double> dataset_normalisation(const std::string& name) {
   if (name == "fashion-mnist") return {0.2860, 0.3530};
@@ -261,6 +306,17 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   std::string device_note;
   result.device = resolve_device(o.device, &device_note);
   if (!device_note.empty()) note(device_note);
+  Precision prec = parse_precision(o.precision);
+  if (result.device.is_cpu()) {
+    FREIGHT_CHECK(prec == Precision::FP32,
+                  fmt::format("--precision {} needs a CUDA device: the CPU computes in float32 "
+                              "only (use --precision fp32 or --device cuda)",
+                              o.precision));
+    FREIGHT_CHECK(!o.data_on_device,
+                  "--data-on-device keeps the training set in GPU memory: it "
+                  "needs --device cuda");
+  }
+  NumericsScope numerics(prec, o.deterministic);
 
   // Resuming: the checkpoint's own model spec and counters win over the command line's model.
   io::SafetensorsFile ckpt, state;
@@ -298,19 +354,37 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   lo.mean = mean;
   lo.std = std;
   lo.device = result.device;
-  data::Loader loader(train_set, lo);
+  // The CPU trains here; a GPU through detail::GpuTrainer (gpu_trainer.h), which owns its
+  // batches (uploaded or, with --data-on-device, gathered on the device).
+  std::unique_ptr<data::Loader> loader;
+  if (result.device.is_cpu()) loader = std::make_unique<data::Loader>(train_set, lo);
 
   std::unique_ptr<optim::Optimizer> opt =
       make_optimizer(r.optimizer, model->parameters(), r.lr, r.momentum, r.weight_decay);
-  std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, loader.num_batches());
+  std::unique_ptr<detail::GpuTrainer> gpu;
+  if (result.device.is_cuda()) {
+    detail::GpuTrainer::Settings gs;
+    gs.cuda_graph = o.cuda_graph;
+    gs.data_on_device = o.data_on_device;
+    gs.log_interval = o.log_interval;
+    gpu = std::make_unique<detail::GpuTrainer>(*model, spec, *opt, train_set, lo, gs);
+  }
+  int64_t batches_per_epoch = loader ? loader->num_batches() : gpu->num_batches();
+  std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, batches_per_epoch);
 
-  note(fmt::format("model {} ({} parameters) on {}; data {}: {} train / {} test samples; batch "
-                   "{}, {} lr {:g}{}, schedule {}, {} epoch{}",
-                   spec.name, model->num_parameters(), result.device.str(), r.data,
-                   train_set.size(), test_set.size(), r.batch_size, opt->name(), r.lr,
-                   r.momentum > 0 && r.optimizer == "sgd" ? fmt::format(" momentum {:g}", r.momentum)
-                                                          : std::string(),
-                   r.schedule, r.epochs, r.epochs == 1 ? "" : "s"));
+  note(fmt::format(
+      "model {} ({} parameters) on {}; data {}: {} train / {} test samples; batch "
+      "{}, {} lr {:g}{}, schedule {}, {} epoch{}{}",
+      spec.name, model->num_parameters(), result.device.str(), r.data, train_set.size(),
+      test_set.size(), r.batch_size, opt->name(), r.lr,
+      r.momentum > 0 && r.optimizer == "sgd" ? fmt::format(" momentum {:g}", r.momentum)
+                                             : std::string(),
+      r.schedule, r.epochs, r.epochs == 1 ? "" : "s",
+      result.device.is_cuda()
+          ? fmt::format("; precision {}, CUDA graph {}{}{}", o.precision,
+                        o.cuda_graph ? "on" : "off", o.data_on_device ? ", data on the device" : "",
+                        o.deterministic ? ", deterministic" : "")
+          : std::string()));
   int64_t first_epoch = 1, step = 0;
   if (resuming) {
     model->load_state_dict(ckpt.tensors);
@@ -340,12 +414,22 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   for (int64_t epoch = first_epoch; epoch <= r.epochs; ++epoch) {
     model->train();
     reset_peak_memory(result.device);
-    loader.start_epoch(epoch - 1);
     auto t0 = Clock::now();
     data::Batch b;
-    double loss_sum = 0;
-    int64_t correct = 0, targets = 0, samples = 0, batch_no = 0;
-    while (loader.next(b)) {
+    double loss_sum = 0, correct = 0;
+    int64_t targets = 0, samples = 0, batch_no = 0, graph_steps = 0;
+    if (gpu) {
+      detail::GpuEpochResult g =
+          gpu->run_epoch(epoch - 1, r.epochs, sched.get(), step, cb.on_batch);
+      loss_sum = g.loss_sum;
+      correct = g.correct;
+      targets = g.targets;
+      samples = g.samples;
+      graph_steps = g.graph_steps;
+    } else {
+      loader->start_epoch(epoch - 1);
+    }
+    while (loader && loader->next(b)) {
       opt->zero_grad();
       Tensor out = (*model)(b.inputs);
       Tensor loss = model_loss(spec, out, b.labels);
@@ -365,9 +449,14 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       targets += n;
       samples += b.labels.size(0);
       if (cb.on_batch) {
-        BatchProgress p{epoch, r.epochs, batch_no, loader.num_batches(),
-                        mean_of(loss_sum, targets), mean_of(double(correct), targets),
-                        seconds_since(t0), samples};
+        BatchProgress p{epoch,
+                        r.epochs,
+                        batch_no,
+                        loader->num_batches(),
+                        mean_of(loss_sum, targets),
+                        mean_of(correct, targets),
+                        seconds_since(t0),
+                        samples};
         cb.on_batch(p);
       }
     }
@@ -378,9 +467,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     rep.lr = opt->lr();
     rep.train_seconds = seconds_since(t0);
     rep.train_loss = mean_of(loss_sum, targets);
-    rep.train_accuracy = mean_of(double(correct), targets);
+    rep.train_accuracy = mean_of(correct, targets);
     rep.samples_per_second = double(samples) / std::max(rep.train_seconds, 1e-9);
     rep.peak_memory = memory_stats(result.device).peak;
+    rep.graph_steps = graph_steps;
     EvalResult ev = evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
     rep.test_loss = ev.loss;
     rep.test_accuracy = ev.accuracy;
@@ -405,6 +495,12 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
              {"eval_seconds", rep.eval_seconds},
              {"samples_per_second", rep.samples_per_second},
              {"peak_memory_bytes", rep.peak_memory}};
+      if (result.device.is_cuda()) {
+        j["precision"] = o.precision;
+        j["cuda_graph"] = o.cuda_graph;
+        j["graph_steps"] = rep.graph_steps;
+        j["data_on_device"] = o.data_on_device;
+      }
       metrics << j.dump() << "\n";
       metrics.flush();
     }

@@ -91,6 +91,8 @@ const std::vector<Geo>& geometries() {
       {2, 3, 4, 4, 5, 1, 1, {1, 1}, {1, 1}, {1, 1}},     // 1x1 with padding (negative pad' for dx)
       {1, 3, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // a single image
       {9, 2, 3, 3, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}},     // one output pixel per image
+      {2, 3, 10, 9, 40, 3, 3, {2, 2}, {1, 1}, {1, 1}},   // 40 outputs: 3 vectors, stride 2
+      {2, 4, 7, 12, 70, 3, 3, {1, 1}, {1, 1}, {1, 1}},   // 70 outputs: more than 4 vectors
   };
   return g;
 }
@@ -107,6 +109,8 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
   }
 
   void check(DType dtype, double tol) {
+    int64_t before[3];
+    for (int pass = 0; pass < 3; ++pass) before[pass] = cpu::conv_engine_runs(pass, GetParam());
     for (const Geo& g : geometries()) {
       Generator gen(5);
       Tensor x = Tensor::normal({g.n, g.c, g.h, g.w}, 0, 1, DType::F64, Device::cpu(), &gen);
@@ -123,6 +127,13 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
       EXPECT_LT(rel_err(xt.grad().to_double_vector(), r.dx), tol) << "dx, " << describe(g);
       EXPECT_LT(rel_err(wt.grad().to_double_vector(), r.dw), tol) << "dw, " << describe(g);
       EXPECT_LT(rel_err(bt.grad().to_double_vector(), r.db), tol) << "db, " << describe(g);
+    }
+    // A forced engine must really have run each pass on some of the geometries (a dispatch
+    // that fell through to another engine would pass the comparisons unnoticed).
+    const bool available = cpu::conv_has_avx512_engine() || GetParam() == cpu::ConvEngine::Blas;
+    if (GetParam() != cpu::ConvEngine::Auto && available) {
+      for (int pass = 0; pass < 3; ++pass)
+        EXPECT_GT(cpu::conv_engine_runs(pass, GetParam()), before[pass]) << "pass " << pass;
     }
   }
 };
@@ -144,13 +155,16 @@ std::string engine_name(const ::testing::TestParamInfo<cpu::ConvEngine>& info) {
       return "Panel";
     case cpu::ConvEngine::Implicit:
       return "Implicit";
+    case cpu::ConvEngine::Direct:
+      return "Direct";
   }
   return "Unknown";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
                          ::testing::Values(cpu::ConvEngine::Auto, cpu::ConvEngine::Blas,
-                                           cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit),
+                                           cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit,
+                                           cpu::ConvEngine::Direct),
                          engine_name);
 
 // Only the gradients that are asked for are computed, and the rest stay undefined.

@@ -90,8 +90,9 @@ TEST(NnStateDict, DefaultInitialisation) {
     }
     EXPECT_GE(lo, -bound) << what;
     EXPECT_LE(hi, bound) << what;
-    if (t.numel() >= 50)
+    if (t.numel() >= 50) {
       EXPECT_GT(hi - lo, bound) << what << ": values should spread over the range";
+    }
   };
   for (auto& [n, t] : net->state_dict()) {
     if (n.starts_with("1.")) check_uniform(t, 1 / std::sqrt(2.0 * 3 * 3), n);  // fan_in = C·kh·kw

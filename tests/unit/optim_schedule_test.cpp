@@ -36,7 +36,9 @@ TEST(Schedule, CosineAnnealing) {
   // t = 2 → 0.001 + 0.099·(1 + cos(0.2π))/2 = 0.001 + 0.0495·1.809016994 = 0.0905463412
   std::map<int, double> want = {{0, 0.1}, {2, 0.0905463412}, {5, 0.0505}, {10, 0.001}};
   for (int t = 0; t <= 10; ++t) {
-    if (want.count(t)) EXPECT_NEAR(opt.lr(), want[t], 1e-10) << "step " << t;
+    if (want.count(t)) {
+      EXPECT_NEAR(opt.lr(), want[t], 1e-10) << "step " << t;
+    }
     double closed = 0.001 + 0.099 * (1 + std::cos(M_PI * t / 10)) / 2;
     EXPECT_NEAR(opt.lr(), closed, 1e-15);
     sched.step();
@@ -58,8 +60,12 @@ TEST(Schedule, OneCycle) {
     sched.step();
     double want = t <= 29 ? anneal(0.04, 1.0, t / 29.0) : anneal(1.0, 4e-6, (t - 29) / 70.0);
     ASSERT_NEAR(opt.lr(), want, 1e-12) << "step " << t;
-    if (t == 29) EXPECT_NEAR(opt.lr(), 1.0, 1e-15);
-    if (t == 99) EXPECT_NEAR(opt.lr(), 4e-6, 1e-15);
+    if (t == 29) {
+      EXPECT_NEAR(opt.lr(), 1.0, 1e-15);
+    }
+    if (t == 99) {
+      EXPECT_NEAR(opt.lr(), 4e-6, 1e-15);
+    }
   }
   // By hand at t = 10: 1 + (0.04 − 1)/2·(1 + cos(10π/29)) = 1 − 0.48·1.4684084 ≈ 0.2951639
   EXPECT_NEAR(sched.lr_at(10), 0.2951639, 1e-6);

@@ -8,6 +8,7 @@ void add_train(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_summary(CLI::App& app);
 void add_devices(CLI::App& app);
+void add_bench(CLI::App& app);
 
 // True when standard output is a terminal (progress bars then, one line per epoch otherwise).
 bool stdout_is_tty();

@@ -1,32 +1,93 @@
-// freight devices: the CPU and the GPUs this process can use.
+// freight devices: the CPU and the GPUs this process can use; with --measure (or --peaks), their
+// measured peaks: GEMM rate, memory bandwidth, host<->device bandwidth, per-op latency.
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "freight/device.h"
+#include "freight/peaks.h"
 #include "freight/runtime.h"
 
 namespace freight::cli {
 
+namespace {
+std::string rate(double bytes_per_s) {
+  return fmt::format("{:.1f} GB/s", bytes_per_s / 1e9);
+}
+std::string gflops(double f) {
+  return f >= 1e12 ? fmt::format("{:.1f} TFLOP/s", f / 1e12)
+                   : fmt::format("{:.1f} GFLOP/s", f / 1e9);
+}
+std::string micro(double s) {
+  return fmt::format("{:.2f} µs", s * 1e6);
+}
+
+void print_peaks(const DevicePeaks& p) {
+  fmt::print("         measured peaks ({}{}; medians of repeated runs after a warm-up):\n",
+             p.from_cache ? "cached, measured " : "measured ", p.measured_at);
+  fmt::print("           fp32 GEMM      {} ({}x{} square{}; runs spread {:.0f}%)\n",
+             gflops(p.fp32_flops), p.gemm_n, p.gemm_n,
+             p.device.is_cpu() ? fmt::format(", {} threads", p.threads) : std::string(),
+             100 * p.spread);
+  if (p.tf32_flops > 0) fmt::print("           tf32 GEMM      {}\n", gflops(p.tf32_flops));
+  if (p.bf16_flops > 0) fmt::print("           bf16 GEMM      {}\n", gflops(p.bf16_flops));
+  fmt::print("           GEMM start-up  {} (t = start-up + FLOPs / peak, from 32..512 GEMMs)\n",
+             micro(p.gemm_overhead_s));
+  fmt::print("           memory         {} (a large copy, reads + writes)\n",
+             rate(p.mem_bandwidth));
+  fmt::print("           ridge point    {:.1f} FLOP/byte (below it an op is memory-bound)\n",
+             p.ridge());
+  if (p.device.is_cuda()) {
+    fmt::print("           host->device   {} pinned, {} pageable\n", rate(p.h2d_pinned),
+               rate(p.h2d_pageable));
+    fmt::print("           device->host   {} pinned, {} pageable\n", rate(p.d2h_pinned),
+               rate(p.d2h_pageable));
+    fmt::print("           kernel launch  {} (empty kernel, back to back)\n", micro(p.launch_s));
+  }
+  fmt::print("           tiny op        {} ({}: checks, allocation, kernel)\n", micro(p.op_s),
+             p.device.is_cpu() ? "framework overhead per op" : "through Freight");
+  fmt::print("           tiny op, tape  {} (recorded for autograd: forward + backward node)\n",
+             micro(p.train_op_s));
+}
+}  // namespace
+
 void add_devices(CLI::App& app) {
+  struct Opts {
+    bool measure = false, peaks = false;
+  };
+  auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("devices", "List the CPU and the GPUs Freight can use");
-  cmd->callback([] {
+  cmd->add_flag("--measure", o->measure,
+                "Measure each device's peaks now (GEMM rate, memory and bus bandwidth, latency) "
+                "and cache them for explain, plan and bench");
+  cmd->add_flag("--peaks", o->peaks,
+                "Show each device's peaks from the cache (measured first when not cached)");
+  cmd->callback([o] {
+    bool measured = false;
     for (const DeviceInfo& d : list_devices()) {
       if (d.device.is_cpu()) {
-        fmt::print("cpu      {}\n         {} hardware threads, {} memory ({} available)\n"
-                   "         {}\n",
-                   d.name, d.compute_units, format_bytes(double(d.memory_total)),
-                   format_bytes(double(d.memory_free)), d.details);
+        fmt::print(
+            "cpu      {}\n         {} hardware threads, {} memory ({} available)\n"
+            "         {}\n",
+            d.name, d.compute_units, format_bytes(double(d.memory_total)),
+            format_bytes(double(d.memory_free)), d.details);
       } else {
-        fmt::print("{:<8} {}\n         compute capability {}, {} multiprocessors, {} memory ({} "
-                   "free)\n         driver {}, runtime {}{}\n",
-                   d.device.str(), d.name, d.compute_capability, d.compute_units,
-                   format_bytes(double(d.memory_total)), format_bytes(double(d.memory_free)),
-                   d.driver_version, d.runtime_version,
-                   d.details.empty() ? "" : "\n         " + d.details);
+        fmt::print(
+            "{:<8} {}\n         compute capability {}, {} multiprocessors, {} memory ({} "
+            "free)\n         driver {}, runtime {}{}\n",
+            d.device.str(), d.name, d.compute_capability, d.compute_units,
+            format_bytes(double(d.memory_total)), format_bytes(double(d.memory_free)),
+            d.driver_version, d.runtime_version,
+            d.details.empty() ? "" : "\n         " + d.details);
+      }
+      if (o->measure || o->peaks) {
+        std::fflush(stdout);
+        print_peaks(o->measure ? measure_peaks(d.device) : peaks_for(d.device));
+        measured = true;
       }
     }
     std::string why;
     if (!cuda_available(&why)) fmt::print("no GPU: {}\n", why);
+    if (measured) fmt::print("peaks cache: {}\n", peaks_cache_path());
   });
 }
 

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   freight::cli::add_eval(app);
   freight::cli::add_summary(app);
   freight::cli::add_devices(app);
+  freight::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -69,8 +69,20 @@ void add_train(CLI::App& app) {
   cmd->add_option("--metrics", opt->metrics, "Append one JSON line per epoch to this file");
   cmd->add_option("--limit-train", opt->limit_train, "Train on the first N samples only");
   cmd->add_option("--limit-test", opt->limit_test, "Evaluate on the first N samples only");
-  cmd->callback([opt, no_save] {
+  auto no_graph = std::make_shared<bool>(false);
+  cmd->add_option("--precision", opt->precision,
+                  "GPU matrix products and convolutions: fp32 | tf32 (TF32 tensor cores) | bf16 "
+                  "(bfloat16 inputs, float32 accumulation and master weights)")
+      ->capture_default_str();
+  cmd->add_flag("--no-cuda-graph", *no_graph,
+                "GPU: run every step eagerly instead of replaying it as a CUDA graph (to debug)");
+  cmd->add_flag("--data-on-device", opt->data_on_device,
+                "GPU: keep the training set in GPU memory and assemble batches there");
+  cmd->add_flag("--deterministic", opt->deterministic,
+                "GPU: deterministic algorithms only (bit-identical reruns)");
+  cmd->callback([opt, no_save, no_graph] {
     TrainOptions o = *opt;
+    o.cuda_graph = !*no_graph;
     if (*no_save) {
       o.save.clear();
     } else if (o.save.empty()) {
@@ -117,11 +129,16 @@ void add_train(CLI::App& app) {
       return;
     }
     const EpochReport& last = res.epochs.back();
-    fmt::print("test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
-               "peak memory {}\n",
-               100 * last.test_accuracy, last.epoch, res.device.str(),
-               format_duration(res.wall_seconds), format_duration(train_s),
-               format_bytes(double(last.peak_memory)));
+    int64_t graph_steps = 0;
+    for (const EpochReport& r : res.epochs) graph_steps += r.graph_steps;
+    fmt::print(
+        "test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
+        "peak memory {}{}{}\n",
+        100 * last.test_accuracy, last.epoch, res.device.str(), format_duration(res.wall_seconds),
+        format_duration(train_s), format_bytes(double(last.peak_memory)),
+        res.device.is_cuda() ? " on the GPU" : "",
+        graph_steps > 0 ? fmt::format("; {} steps replayed from a CUDA graph", graph_steps)
+                        : std::string());
     if (!res.checkpoint.empty()) fmt::print("checkpoint: {}\n", res.checkpoint);
   });
 }

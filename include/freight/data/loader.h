@@ -1,9 +1,17 @@
 // Batches from a Dataset: seeded shuffling (the order of epoch e is a pure function of the
 // seed and e, so a resumed run sees the same batches), uint8 → float normalisation, and a
 // background thread that prepares the next batches while the current one trains.
+//
+// For a GPU the worker assembles batches in host memory (pinned when host_alloc allocates
+// pinned tensors, see freight::pinned_host_allocator), and next() uploads them on the device's
+// copy stream one batch ahead: while the step of batch k is queued on the compute stream, batch
+// k + 1 is already on its way, and the compute stream waits (on the device, not the host) for
+// a batch's copy before it reads it.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "freight/data/dataset.h"
 #include "freight/device.h"
@@ -30,6 +38,19 @@ struct LoaderOptions {
   // allocator here so host-to-device copies can run asynchronously). Default: Tensor::empty.
   std::function<Tensor(const Shape&, DType)> host_alloc;
 };
+
+// The sample order of epoch `epoch` (0-based) over n samples: 0..n−1 without shuffling, else a
+// Fisher-Yates shuffle driven by Philox(seed). A pure function of its arguments, shared by the
+// Loader and by --data-on-device, so both (and a resumed run) see the same batches.
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle = true);
+
+// The affine map of the loader's normalisation in float, computed once so every backend maps a
+// value the same way: uint8 pixels become fma(float(pixel), scale, shift) with
+// scale = (1/std)/255 and shift = −mean·(1/std); float inputs become (x − mean)·inv_std.
+struct Normalisation {
+  float scale, shift, mean, inv_std;
+};
+Normalisation normalisation(double mean, double std);
 
 class Loader {
  public:

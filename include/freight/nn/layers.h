@@ -102,6 +102,10 @@ class BatchNorm : public Module {
   const Tensor& running_mean() const { return running_mean_; }
   const Tensor& running_var() const { return running_var_; }
   const Tensor& num_batches_tracked() const { return num_batches_; }
+  // Counts `n` training batches that forward() did not see: the replays of a training step
+  // captured into a CUDA graph run its kernels only (the counter's fill in the graph rewrites
+  // the captured value), so the trainer reports them here.
+  void add_tracked_batches(int64_t n);
 
  protected:
   // Accepts inputs of rank min_rank..max_rank (BatchNorm1d: 2..3 for [N, C] and [N, C, L]).

@@ -11,6 +11,7 @@
 // where <i> is the parameter's index in the list given to the constructor. Buffers are created
 // on a parameter's first update, so a fresh optimizer has none.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -44,6 +45,22 @@ class Optimizer {
   // and both shapes; buffers absent from `state` are reset (created again on the next update).
   void load_state(const NamedTensors& state);
 
+  // ---- step scalars, for CUDA graphs ----
+  // A step() captured into a CUDA graph replays its kernel launches with the arguments of the
+  // captured call, which would freeze the learning rate and Adam's bias corrections. With step
+  // scalars on, step() hands the kernels a small float64 tensor on the parameters' device
+  // (ops/kernels/optim.h: {lr, 1 − β1ᵗ, 1 − β2ᵗ}) instead of the values themselves, and
+  // prepare_step() fills it for the coming update with stream-ordered fills (no host wait).
+  // Per update: prepare_step(), then either step() (eager, or being captured), or a replay of a
+  // captured step() followed by note_replayed_step() (which advances the host's step counts; the
+  // captured step() counted the execution it recorded). Results are bit-identical to the plain
+  // path. Every parameter that steps must be at the same step count, which holds when all of
+  // them get a gradient on every update.
+  void use_step_scalars();
+  bool uses_step_scalars() const { return scalars_.defined(); }
+  void prepare_step();
+  void note_replayed_step();
+
  protected:
   // `buffer_names`: the per-parameter state buffers of this optimizer, e.g. {"exp_avg",
   // "exp_avg_sq"}.
@@ -63,6 +80,12 @@ class Optimizer {
   };
   Batch gather(bool with_buffers);
   void commit(const Batch& b);
+  // The step scalars for the update of `b` (checked against prepare_step()), or an undefined
+  // tensor when they are off: what a subclass's step() puts in its config's `scalars`.
+  Tensor scalars_for(const Batch& b);
+  // The values of the scalars for an update with step count t: {lr, 1 − β1ᵗ, 1 − β2ᵗ} (the
+  // default, for optimizers without bias corrections, is {lr, 1, 1}).
+  virtual std::array<double, 3> step_scalar_values(int64_t t) const;
 
   std::string name_;
   std::vector<Tensor> params_;
@@ -70,6 +93,12 @@ class Optimizer {
   std::vector<std::string> buffer_names_;
   std::vector<int64_t> steps_;                // per parameter
   std::vector<std::vector<Tensor>> buffers_;  // [buffer kind][parameter], undefined until used
+
+ private:
+  Tensor scalars_;                      // float64 [3] on the parameters' device, or undefined
+  std::array<Tensor, 3> scalar_slots_;  // one-element views of scalars_, for fill_
+  int64_t prepared_t_ = 0;              // step count prepare_step() filled in for (0: none pending)
+  std::vector<size_t> last_index_;      // the parameters of the last step() (what a replay updates)
 };
 
 // Stochastic gradient descent, torch.optim.SGD:
@@ -101,6 +130,7 @@ class Adam : public Optimizer {
  protected:
   Adam(const char* name, std::vector<Tensor> params, double lr, std::pair<double, double> betas,
        double eps, double weight_decay, bool decoupled);
+  std::array<double, 3> step_scalar_values(int64_t t) const override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;

@@ -1,8 +1,12 @@
 // The AVX-512 engines of the CPU convolution (float32 and float64), used by conv_cpu.cpp:
 //  * PanelEngine (any stride): im2col rows written straight into the panel layout of the
-//    register tile, so there is no separate packing pass.
+//    register tile, so there is no separate packing pass; col2im for the input gradient.
 //  * ImplicitEngine (stride 1): no unrolling at all; the tiles read shifted windows of the
-//    zero-padded input planes.
+//    zero-padded input planes, output channels x pixels.
+//  * DirectEngine (horizontal stride 1 or 2): output pixels x vectors of output channels,
+//    broadcast from the padded input; no work on padding columns, whole rows of small images.
+// The input gradient of a stride-1 convolution runs as a forward convolution on either of the
+// last two.
 #pragma once
 #if defined(__AVX512F__)
 #include <vector>
@@ -217,6 +221,33 @@ struct PanelEngine {
   }
 };
 
+// ---------------------------------------------------------------- input gradient as a convolution
+// The input gradient of a stride-1 convolution is itself a stride-1 convolution: of dY, padded
+// by dh·(kh − 1) − ph (and likewise in width), with the weights transposed over (O, C) and
+// flipped in both kernel dimensions:
+//   dx[c][h][w] = Σ_{o, p, q} dY[o][h + ph − p·dh][w + pw − q·dw] · W[o][c][p][q].
+// Applicable when that padding is not negative.
+inline bool input_grad_is_conv(const Conv2dGeometry& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh * (g.kh - 1) >= g.ph && g.dw * (g.kw - 1) >= g.pw;
+}
+inline Conv2dGeometry input_grad_geometry(const Conv2dGeometry& g) {
+  Conv2dGeometry t = g;
+  t.c = g.o, t.h = g.oh, t.w = g.ow;
+  t.o = g.c, t.oh = g.h, t.ow = g.w;
+  t.ph = g.dh * (g.kh - 1) - g.ph, t.pw = g.dw * (g.kw - 1) - g.pw;
+  return t;
+}
+// f[c][o][kh − 1 − p][kw − 1 − q] = w[o][c][p][q].
+template <class T>
+void flip_weights(const T* w, const Conv2dGeometry& g, T* f) {
+  for (int64_t o = 0; o < g.o; ++o)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q)
+          f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
+              w[((o * g.c + c) * g.kh + p) * g.kw + q];
+}
+
 // ---------------------------------------------------------------- implicit engine (stride 1)
 // With stride 1 no patches need to be unrolled. Copy the image into a zero-padded plane of width
 // Wp = W + 2·pw and number the outputs by "virtual" pixels t = i·Wp + j, j < Wp (the columns
@@ -359,39 +390,22 @@ struct ImplicitEngine {
     });
   }
 
-  // The input gradient of a stride-1 convolution is itself a stride-1 convolution: of dY,
-  // padded by dh·(kh − 1) − ph (and likewise in width), with the weights transposed over
-  // (O, C) and flipped in both kernel dimensions:
-  //   dx[c][h][w] = Σ_{o, p, q} dY[o][h + ph − p·dh][w + pw − q·dw] · W[o][c][p][q].
-  // Applicable when that padding is not negative.
-  static bool input_grad_applies(const Conv2dGeometry& g) {
-    return g.sh == 1 && g.sw == 1 && g.dh * (g.kh - 1) >= g.ph && g.dw * (g.kw - 1) >= g.pw;
+  // Share of the computed virtual pixels that are output pixels.
+  static double efficiency(const Conv2dGeometry& g) {
+    const Layout l = layout(g);
+    const int64_t computed = l.pv / NR * NR + round_up(l.pv % NR, W);
+    return double(g.oh * g.ow) / double(computed);
   }
+
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    Conv2dGeometry t{g.n,
-                     g.o,
-                     g.oh,
-                     g.ow,
-                     g.c,
-                     g.kh,
-                     g.kw,
-                     g.h,
-                     g.w,
-                     1,
-                     1,
-                     g.dh * (g.kh - 1) - g.ph,
-                     g.dw * (g.kw - 1) - g.pw,
-                     g.dh,
-                     g.dw};
-    Tensor wt = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
-    T* f = ptr<T>(wt);
-    for (int64_t o = 0; o < g.o; ++o)
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t p = 0; p < g.kh; ++p)
-          for (int64_t q = 0; q < g.kw; ++q)
-            f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
-                w[((o * g.c + c) * g.kh + p) * g.kw + q];
-    forward(gy, f, nullptr, t, dx);
+    Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+    flip_weights(w, g, ptr<T>(f));
+    forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
+  }
+
+  // Share of the summed virtual pixels that are output pixels in the weight gradient.
+  static double weight_grad_efficiency(const Conv2dGeometry& g) {
+    return double(g.oh * g.ow) / double(round_up(layout(g).pv, W));
   }
 
   // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
@@ -446,8 +460,8 @@ struct ImplicitEngine {
         if (!dw) continue;
         if (transposed) {
           for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
-            conv_tiles::dwt_tiles(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
-                                  ldo * lv, xp, koff.data(), l.xsz, cnt, lv, pw + o0);
+            conv_tiles::dwt_tiles<T, 1>(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
+                                        xp, koff.data(), {cnt, 1, lv, ldo * lv, l.xsz, 0}, pw + o0);
         } else {
           for (int64_t o0 = 0; o0 < O; o0 += kMO)
             for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
@@ -498,5 +512,202 @@ struct ImplicitEngine {
     std::fill(dyT + l.pv * ldo, dyT + lv * ldo, T(0));
   }
 };
+// ---------------------------------------------------------------- direct engine
+// Output-channel-vectorised direct convolution (conv_tiles::direct_tile): rows of output pixels
+// broadcast from the padded input against vectors of transposed weights. No unrolled patches
+// for any stride (horizontal strides 1 and 2 are compiled in), no columns computed for padding,
+// and whole rows of small images in one tile; the price is a transposition of each image's
+// output from [pixel][channel] to NCHW, and channel vectors that O must fill.
+template <class T>
+struct DirectEngine {
+  static constexpr int64_t W = Simd<T>::kLanes;
+  // Bytes of transposed weights one k-chunk keeps in L1 while it sweeps an image.
+  static constexpr int64_t kWeightChunkBytes = 16 << 10;
+
+  static bool applies(const Conv2dGeometry& g) { return g.sw == 1 || g.sw == 2; }
+
+  // Share of the tiles' work that produces wanted outputs: channel vectors filled by O, and
+  // the rows' tail tiles (narrower than the main width) counted at three quarters.
+  static double efficiency(const Conv2dGeometry& g) {
+    const int64_t ldo = round_up(g.o, W);
+    const int main = conv_tiles::direct_pixels(int(std::min<int64_t>(4, ldo / W)));
+    const int64_t full = g.ow / main * main;
+    return double(g.o) / double(ldo) * (double(full) + 0.75 * double(g.ow - full)) / double(g.ow);
+  }
+
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    if (g.sw == 1)
+      run<1>(x, w, bias, g, y);
+    else
+      run<2>(x, w, bias, g, y);
+  }
+
+  static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+    flip_weights(w, g, ptr<T>(f));
+    forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
+  }
+
+  template <int SW>
+  static void run(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
+    const int64_t ldo = round_up(O, W);
+    const bool in_place = g.ph == 0 && g.pw == 0;  // the image is its own padded plane
+    const int nt = g.n >= 2 ? threads_for(double(g.n * P) * double(K * O)) : 1;
+    const int64_t wt_sz = round_up(K * ldo + ldo, W);
+    const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
+    const int64_t per_thread = xp_sz + P * ldo;
+    Tensor ws = Tensor::empty({wt_sz + nt * per_thread}, dtype_of<T>());
+    T* wT = ptr<T>(ws);  // [K][ldo], then the bias padded to ldo
+    T* bp = wT + K * ldo;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t o = 0; o < ldo; ++o) wT[k * ldo + o] = o < O ? w[o * K + k] : T(0);
+    for (int64_t o = 0; o < ldo; ++o) bp[o] = bias && o < O ? bias[o] : T(0);
+    std::vector<int64_t> koff(K);
+    for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
+    const int64_t img_in = g.c * g.h * g.w;
+    dynamic_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
+      T* xp = ptr<T>(ws) + wt_sz + t * per_thread;
+      T* yT = xp + xp_sz;  // this image's output, [P][ldo]
+      for (int64_t img = b; img < e; ++img) {
+        const T* src = x + img * img_in;
+        if (!in_place) {
+          pad_planes(src, g, xp);
+          src = xp;
+        }
+        for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W) {
+          const int ov = int(std::min<int64_t>(4, (ldo - o0) / W));
+          const int64_t kc =
+              std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, K);
+          for (int64_t k0 = 0; k0 < K; k0 += kc) {
+            const int64_t kn = std::min(kc, K - k0);
+            for (int64_t i = 0; i < g.oh; ++i)
+              conv_tiles::direct_row<T, SW>(ov, g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp,
+                                            koff.data() + k0, kn, bias ? bp + o0 : nullptr, k0 > 0,
+                                            yT + i * g.ow * ldo + o0);
+          }
+        }
+        to_nchw(yT, P, O, ldo, y + img * O * P);
+      }
+    });
+  }
+
+  // Weight gradient with the transposed tile over the real output pixels, row by row (no
+  // padding columns, any horizontal stride of 1 or 2), when O fills channel vectors.
+  static bool weight_grad_applies(const Conv2dGeometry& g) { return applies(g) && g.o >= W; }
+
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    if (g.sw == 1)
+      run_dw<1>(gy, x, g, dw, db);
+    else
+      run_dw<2>(gy, x, g, dw, db);
+  }
+
+  template <int SW>
+  static void run_dw(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
+    const int64_t ldo = round_up(O, W), img_in = g.c * g.h * g.w;
+    const bool in_place = g.ph == 0 && g.pw == 0;
+    const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
+    const int64_t per_img = xp_sz + P * ldo;
+    const int nt = threads_for(double(g.n * P) * double(K * O));
+    const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1,
+                                           std::max<int64_t>(1, g.n / (3 * nt)));
+    const int64_t acc_sz = round_up(K * ldo + O, W);
+    const int64_t per_thread = acc_sz + nb * per_img;
+    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    std::vector<int64_t> koff(K);
+    for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
+      for (int64_t p = 0; p < g.kh; ++p)
+        for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
+    for (int t = 0; t < nt; ++t)  // zero each thread's partial sums
+      std::fill(ptr<T>(ws) + t * per_thread, ptr<T>(ws) + t * per_thread + K * ldo + O, T(0));
+    dynamic_threads(nt, g.n, nb, [&](int t, int64_t b, int64_t e) {
+      T* pw = ptr<T>(ws) + t * per_thread;  // dWᵀ [K][ldo], then db [O]
+      T* pb = pw + K * ldo;
+      T* xp = pw + acc_sz;       // the group's padded images, xp_sz apart
+      T* dyT = xp + nb * xp_sz;  // the group's dY images as [P][ldo], P·ldo apart
+      const int64_t cnt = e - b;
+      for (int64_t i = 0; i < cnt; ++i) {
+        const T* gyi = gy + (b + i) * O * P;
+        for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);
+        if (!dw) continue;
+        from_nchw(gyi, P, O, ldo, dyT + i * P * ldo);
+        if (!in_place) pad_planes(x + (b + i) * img_in, g, xp + i * xp_sz);
+      }
+      if (!dw) return;
+      const T* xb = in_place ? x + b * img_in : xp;
+      const conv_tiles::PixelRows px{cnt,      g.oh, g.ow, P * ldo, in_place ? img_in : xp_sz,
+                                     g.sh * wp};
+      for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
+        conv_tiles::dwt_tiles<T, SW>(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyT + o0, ldo,
+                                     xb, koff.data(), px, pw + o0);
+    });
+    const T* base = ptr<T>(ws);
+    for (int64_t o = 0; o < O; ++o) {
+      if (dw)
+        for (int64_t k = 0; k < K; ++k) {
+          T sum = 0;
+          for (int t = 0; t < nt; ++t) sum += base[t * per_thread + k * ldo + o];
+          dw[o * K + k] = sum;
+        }
+      if (db) {
+        T sum = 0;
+        for (int t = 0; t < nt; ++t) sum += base[t * per_thread + K * ldo + o];
+        db[o] = sum;
+      }
+    }
+  }
+
+  // dyT[p·ldo + o] = gy[o][p], zero for o in [O, ldo): the inverse of to_nchw.
+  static void from_nchw(const T* gy, int64_t P, int64_t O, int64_t ldo, T* dyT) {
+    using S = Simd<T>;
+    typename S::V r[W];
+    for (int64_t p0 = 0; p0 < P; p0 += W) {
+      const int cnt = int(std::min<int64_t>(W, P - p0));
+      for (int64_t o0 = 0; o0 < ldo; o0 += W) {
+        for (int q = 0; q < W; ++q)
+          r[q] = o0 + q < O ? S::load_n(gy + (o0 + q) * P + p0, cnt) : S::zero();
+        conv_tiles::transpose(r);
+        for (int q = 0; q < cnt; ++q) S::store(dyT + (p0 + q) * ldo + o0, r[q]);
+      }
+    }
+  }
+
+  // x [C][H][W] into zero-padded planes [C][H + 2ph][W + 2pw].
+  static void pad_planes(const T* x, const Conv2dGeometry& g, T* out) {
+    const int64_t wp = g.w + 2 * g.pw;
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      T* d = out + ci * (g.h + 2 * g.ph) * wp;
+      const T* s = x + ci * g.h * g.w;
+      std::fill(d, d + g.ph * wp, T(0));
+      d += g.ph * wp;
+      for (int64_t r = 0; r < g.h; ++r, d += wp, s += g.w) {
+        for (int64_t c = 0; c < g.pw; ++c) d[c] = T(0), d[g.pw + g.w + c] = T(0);
+        copy_n(s, g.w, d + g.pw);
+      }
+      std::fill(d, d + g.ph * wp, T(0));
+    }
+  }
+
+  // y[o][p] = yT[p·ldo + o] for o < O, by lanes × lanes in-register transposes.
+  static void to_nchw(const T* yT, int64_t P, int64_t O, int64_t ldo, T* y) {
+    using S = Simd<T>;
+    typename S::V r[W];
+    for (int64_t p0 = 0; p0 < P; p0 += W) {
+      const int cnt = int(std::min<int64_t>(W, P - p0));
+      for (int64_t o0 = 0; o0 < O; o0 += W) {
+        for (int q = 0; q < W; ++q) r[q] = q < cnt ? S::load(yT + (p0 + q) * ldo + o0) : S::zero();
+        conv_tiles::transpose(r);
+        for (int q = 0; q < W && o0 + q < O; ++q) S::store_n(y + (o0 + q) * P + p0, r[q], cnt);
+      }
+    }
+  }
+};
+
 }  // namespace freight::cpu::conv_detail
 #endif

@@ -145,60 +145,133 @@ struct BlasEngine {
 // ================================================================ engine choice
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 
-// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient): a forced one where
-// it applies, else Implicit for stride 1 (its input gradient needs padding <= the dilated
-// kernel extent − 1, true of every usual convolution), else Panel; Blas without AVX-512.
+// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
+//  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
+//    the padding columns and each image's last-tile overrun; Direct needs two vectors of output
+//    channels and enough taps to hide the transposition of its output); with other strides
+//    Direct when O fills a vector, else Panel.
+//  * Input gradient: for stride 1 (and padding <= the dilated kernel extent − 1, true of every
+//    usual convolution) a forward convolution of dY, by the forward's rule for its geometry;
+//    else Panel with col2im.
+//  * Weight gradient: Direct when O fills a vector (horizontal stride 1 or 2), else Implicit
+//    (stride 1) or Panel.
+// A forced engine is used where it applies, else Panel; without AVX-512 everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #if defined(__AVX512F__)
-  ConvEngine e = ConvEngine(g_engine.load(std::memory_order_relaxed));
-  const bool implicit_ok =
-      g.sh == 1 && g.sw == 1 && (pass != 1 || ImplicitEngine<float>::input_grad_applies(g));
-  if (e == ConvEngine::Auto) return implicit_ok ? ConvEngine::Implicit : ConvEngine::Panel;
-  if (e == ConvEngine::Implicit && !implicit_ok) return ConvEngine::Panel;
-  return e;
+  const ConvEngine forced = ConvEngine(g_engine.load(std::memory_order_relaxed));
+  const bool stride1 = g.sh == 1 && g.sw == 1;
+  if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
+  if (pass == 2) {
+    // Direct sums over the real pixels only and measured at least as fast wherever it applies.
+    const bool direct_ok = DirectEngine<float>::weight_grad_applies(g);
+    if (forced == ConvEngine::Implicit) return stride1 ? forced : ConvEngine::Panel;
+    if (direct_ok) return ConvEngine::Direct;
+    return stride1 && forced == ConvEngine::Auto ? ConvEngine::Implicit : ConvEngine::Panel;
+  }
+  if (pass == 1 && !input_grad_is_conv(g)) return ConvEngine::Panel;
+  const Conv2dGeometry f = pass == 1 ? input_grad_geometry(g) : g;  // the forward that runs
+  const bool implicit_ok = f.sh == 1 && f.sw == 1, direct_ok = DirectEngine<float>::applies(f);
+  if (forced == ConvEngine::Implicit) return implicit_ok ? forced : ConvEngine::Panel;
+  if (forced == ConvEngine::Direct) return direct_ok ? forced : ConvEngine::Panel;
+  // Direct's tiles need two channel vectors to run near the implicit tile's speed, and enough
+  // taps to hide the transposition of its output.
+  const int64_t K = f.c * f.kh * f.kw;
+  const bool direct_fast = direct_ok && K >= 16 && f.o >= 2 * Simd<float>::kLanes;
+  const double direct = direct_fast ? DirectEngine<float>::efficiency(f) : 0.0;
+  if (implicit_ok)
+    return direct > 1.05 * ImplicitEngine<float>::efficiency(f) ? ConvEngine::Direct
+                                                                : ConvEngine::Implicit;
+  return direct_ok && f.o >= Simd<float>::kLanes ? ConvEngine::Direct : ConvEngine::Panel;
 #else
   (void)g, (void)pass;
   return ConvEngine::Blas;
 #endif
 }
 
+// Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
+// engine really ran.
+std::atomic<int64_t> g_runs[3][5];
+void ran(int pass, ConvEngine e) {
+  g_runs[pass][int(e)].fetch_add(1, std::memory_order_relaxed);
+}
+
+// No default cases: -Wswitch flags an engine left out.
 template <class T>
 struct Engine {
   static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
-    switch (pick(g, 0)) {
+    const ConvEngine e = pick(g, 0);
+    switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        return ImplicitEngine<T>::forward(x, w, b, g, y);
+        ImplicitEngine<T>::forward(x, w, b, g, y);
+        break;
+      case ConvEngine::Direct:
+        DirectEngine<T>::forward(x, w, b, g, y);
+        break;
       case ConvEngine::Panel:
-        return PanelEngine<T>::forward(x, w, b, g, y);
+        PanelEngine<T>::forward(x, w, b, g, y);
+        break;
+#else
+      case ConvEngine::Implicit:
+      case ConvEngine::Direct:
+      case ConvEngine::Panel:
 #endif
-      default:
-        return BlasEngine<T>::forward(x, w, b, g, y);
+      case ConvEngine::Auto:
+      case ConvEngine::Blas:
+        BlasEngine<T>::forward(x, w, b, g, y);
+        break;
     }
+    ran(0, e);
   }
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    switch (pick(g, 1)) {
+    const ConvEngine e = pick(g, 1);
+    switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        return ImplicitEngine<T>::backward_input(gy, w, g, dx);
+        ImplicitEngine<T>::backward_input(gy, w, g, dx);
+        break;
+      case ConvEngine::Direct:
+        DirectEngine<T>::backward_input(gy, w, g, dx);
+        break;
       case ConvEngine::Panel:
-        return PanelEngine<T>::backward_input(gy, w, g, dx);
+        PanelEngine<T>::backward_input(gy, w, g, dx);
+        break;
+#else
+      case ConvEngine::Implicit:
+      case ConvEngine::Direct:
+      case ConvEngine::Panel:
 #endif
-      default:
-        return BlasEngine<T>::backward_input(gy, w, g, dx);
+      case ConvEngine::Auto:
+      case ConvEngine::Blas:
+        BlasEngine<T>::backward_input(gy, w, g, dx);
+        break;
     }
+    ran(1, e);
   }
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
-    switch (pick(g, 2)) {
+    const ConvEngine e = pick(g, 2);
+    switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        return ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+        ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
+      case ConvEngine::Direct:
+        DirectEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
       case ConvEngine::Panel:
-        return PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+        PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
+#else
+      case ConvEngine::Implicit:
+      case ConvEngine::Direct:
+      case ConvEngine::Panel:
 #endif
-      default:
-        return BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+      case ConvEngine::Auto:
+      case ConvEngine::Blas:
+        BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+        break;
     }
+    ran(2, e);
   }
 };
 
@@ -252,6 +325,9 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
 
 void set_conv_engine(ConvEngine e) {
   g_engine = int(e);
+}
+int64_t conv_engine_runs(int pass, ConvEngine e) {
+  return g_runs[pass][int(e)].load(std::memory_order_relaxed);
 }
 bool conv_has_avx512_engine() {
 #if defined(__AVX512F__)

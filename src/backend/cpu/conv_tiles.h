@@ -233,14 +233,20 @@ void dw_tile_rows(int mo, const T* dy, int64_t ldy, int64_t dy_img, const T* col
 // dWᵀ[k][o] = Σ_t x[koff[k] + t] · dYᵀ[t][o]. Each step broadcasts KT input values (one per
 // weight tap) against OV vectors of output channels of one pixel, so it loads OV vectors and KT
 // scalars per KT·OV FMAs (the pixel-vector form above loads a vector per row), and the sums
-// come out whole, without reductions across lanes.
-//   acc[u][v] = Σ_images Σ_{t < L} x_i[koff[u] + t] · dyT_i[t·ldo + v·lanes + (0, lanes)]
+// come out whole, without reductions across lanes. The pixels come in `rows` rows of `len`:
+//   acc[u][v] = Σ_images Σ_{r < rows} Σ_{j < len}
+//               x_i[r·x_row + koff[u] + j·SW] · dyT_i[(r·len + j)·ldo + v·lanes + (0, lanes)]
 //   dwT[u·ldo + v·lanes + (0, lanes)] += acc[u][v]
-// where x_i = x + i·x_img and dyT_i = dyT + i·dy_img.
-template <class T, int KT, int OV>
-inline void dwt_tile(const T* __restrict dyT, int64_t ldo, int64_t dy_img, const T* __restrict x,
-                     const int64_t* koff, int64_t x_img, int64_t images, int64_t L,
-                     T* __restrict dwT) {
+// where x_i = x + i·x_img and dyT_i = dyT + i·dy_img (the implicit engine passes one row of
+// virtual pixels; the direct engine the output rows, SW = the horizontal stride).
+struct PixelRows {
+  int64_t images, rows, len;  // the pixels summed over
+  int64_t dy_img, x_img;      // image strides of dyT and x
+  int64_t x_row;              // input offset between output rows
+};
+template <class T, int KT, int OV, int SW>
+inline void dwt_tile(const T* __restrict dyT, int64_t ldo, const T* __restrict x,
+                     const int64_t* koff, const PixelRows& px, T* __restrict dwT) {
   using S = Simd<T>;
   constexpr int W = S::kLanes;
   typename S::V acc[KT][OV];
@@ -249,23 +255,24 @@ inline void dwt_tile(const T* __restrict dyT, int64_t ldo, int64_t dy_img, const
 #pragma GCC unroll 4
     for (int v = 0; v < OV; ++v) acc[u][v] = S::zero();
   }
-  for (int64_t i = 0; i < images; ++i) {
-    const T* d = dyT + i * dy_img;
-    const T* r[KT];
+  for (int64_t i = 0; i < px.images; ++i)
+    for (int64_t row = 0; row < px.rows; ++row) {
+      const T* d = dyT + i * px.dy_img + row * px.len * ldo;
+      const T* r[KT];
 #pragma GCC unroll 8
-    for (int u = 0; u < KT; ++u) r[u] = x + i * x_img + koff[u];
-    for (int64_t t = 0; t < L; ++t) {
-      typename S::V dv[OV];
+      for (int u = 0; u < KT; ++u) r[u] = x + i * px.x_img + row * px.x_row + koff[u];
+      for (int64_t j = 0; j < px.len; ++j) {
+        typename S::V dv[OV];
 #pragma GCC unroll 4
-      for (int v = 0; v < OV; ++v) dv[v] = S::load(d + t * ldo + v * W);
+        for (int v = 0; v < OV; ++v) dv[v] = S::load(d + j * ldo + v * W);
 #pragma GCC unroll 8
-      for (int u = 0; u < KT; ++u) {
-        typename S::V b = S::set1(r[u][t]);
+        for (int u = 0; u < KT; ++u) {
+          typename S::V b = S::set1(r[u][j * SW]);
 #pragma GCC unroll 4
-        for (int v = 0; v < OV; ++v) acc[u][v] = S::fma(b, dv[v], acc[u][v]);
+          for (int v = 0; v < OV; ++v) acc[u][v] = S::fma(b, dv[v], acc[u][v]);
+        }
       }
     }
-  }
 #pragma GCC unroll 8
   for (int u = 0; u < KT; ++u) {
 #pragma GCC unroll 4
@@ -281,50 +288,149 @@ inline int dwt_taps(int ov) {
   return ov >= 4 ? 6 : 8;
 }
 
-template <class T, int OV>
-void dwt_tile_kt(int kt, const T* dyT, int64_t ldo, int64_t dy_img, const T* x, const int64_t* koff,
-                 int64_t x_img, int64_t images, int64_t L, T* dwT) {
+template <class T, int OV, int SW>
+void dwt_tile_kt(int kt, const T* dyT, int64_t ldo, const T* x, const int64_t* koff,
+                 const PixelRows& px, T* dwT) {
   switch (kt) {
-#define FREIGHT_DWT_CASE(n)                                               \
-  case n:                                                                 \
-    dwt_tile<T, n, OV>(dyT, ldo, dy_img, x, koff, x_img, images, L, dwT); \
-    break;
-    FREIGHT_DWT_CASE(8)
-    FREIGHT_DWT_CASE(6)
-    FREIGHT_DWT_CASE(4)
-    FREIGHT_DWT_CASE(2)
-#undef FREIGHT_DWT_CASE
+    case 8:
+      dwt_tile<T, 8, OV, SW>(dyT, ldo, x, koff, px, dwT);
+      break;
+    case 6:
+      dwt_tile<T, 6, OV, SW>(dyT, ldo, x, koff, px, dwT);
+      break;
+    case 4:
+      dwt_tile<T, 4, OV, SW>(dyT, ldo, x, koff, px, dwT);
+      break;
+    case 2:
+      dwt_tile<T, 2, OV, SW>(dyT, ldo, x, koff, px, dwT);
+      break;
     default:
-      dwt_tile<T, 1, OV>(dyT, ldo, dy_img, x, koff, x_img, images, L, dwT);
+      dwt_tile<T, 1, OV, SW>(dyT, ldo, x, koff, px, dwT);
       break;
   }
 }
 
-// dWᵀ rows [0, K) for ov channel vectors: full tiles of dwt_taps(ov) taps, the rest in tiles of
-// 4, 2 and 1.
-template <class T>
-void dwt_tiles(int ov, int64_t K, const T* dyT, int64_t ldo, int64_t dy_img, const T* x,
-               const int64_t* koff, int64_t x_img, int64_t images, int64_t L, T* dwT) {
+// dWᵀ rows [0, K) for ov channel vectors (at dyT and dwT): full tiles of dwt_taps(ov) taps,
+// the rest in tiles of 4, 2 and 1.
+template <class T, int SW>
+void dwt_tiles(int ov, int64_t K, const T* dyT, int64_t ldo, const T* x, const int64_t* koff,
+               const PixelRows& px, T* dwT) {
   for (int64_t k0 = 0; k0 < K;) {
     const int64_t left = K - k0;
     const int full = dwt_taps(ov);
     const int kt = left >= full ? full : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    const T* d = dyT;
+    T* out = dwT + k0 * ldo;
     switch (ov) {
       case 4:
-        dwt_tile_kt<T, 4>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        dwt_tile_kt<T, 4, SW>(kt, dyT, ldo, x, koff + k0, px, out);
         break;
       case 3:
-        dwt_tile_kt<T, 3>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        dwt_tile_kt<T, 3, SW>(kt, dyT, ldo, x, koff + k0, px, out);
         break;
       case 2:
-        dwt_tile_kt<T, 2>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        dwt_tile_kt<T, 2, SW>(kt, dyT, ldo, x, koff + k0, px, out);
         break;
       default:
-        dwt_tile_kt<T, 1>(kt, d, ldo, dy_img, x, koff + k0, x_img, images, L, dwT + k0 * ldo);
+        dwt_tile_kt<T, 1, SW>(kt, dyT, ldo, x, koff + k0, px, out);
         break;
     }
     k0 += kt;
+  }
+}
+
+// ---------------------------------------------------------------- direct tile
+// The forward GEMM with the roles of the tile swapped: MP consecutive output pixels of one row
+// (broadcast from the padded input, SW apart) × OV vectors of output channels (from the
+// transposed weights wT[k][o]):
+//   acc[m][v] = (partial ? io[m·ldo + v·lanes] : init[v·lanes]) + Σ_k x[koff[k] + m·SW] · wT[k·ldo
+//   + v·lanes] io[m·ldo + v·lanes] = acc[m][v]
+// With only MP·OV accumulators and one input pointer it needs no unrolled patches and wastes
+// nothing on padding columns or strides; the output comes out pixel-major ([pixel][channel]).
+template <class T, int MP, int OV, int SW>
+inline void direct_tile(const T* __restrict wT, int64_t ldo, const T* __restrict x,
+                        const int64_t* __restrict koff, int64_t K, const T* __restrict init,
+                        bool partial, T* __restrict io) {
+  using S = Simd<T>;
+  constexpr int W = S::kLanes;
+  typename S::V acc[MP][OV];
+#pragma GCC unroll 24
+  for (int m = 0; m < MP; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v)
+      acc[m][v] = partial ? S::load(io + m * ldo + v * W)
+                  : init  ? S::load(init + v * W)
+                          : S::zero();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    typename S::V wv[OV];
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) wv[v] = S::load(wT + k * ldo + v * W);
+    const T* xk = x + koff[k];
+#pragma GCC unroll 24
+    for (int m = 0; m < MP; ++m) {
+      typename S::V b = S::set1(xk[m * SW]);
+#pragma GCC unroll 4
+      for (int v = 0; v < OV; ++v) acc[m][v] = S::fma(b, wv[v], acc[m][v]);
+    }
+  }
+#pragma GCC unroll 24
+  for (int m = 0; m < MP; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) S::store(io + m * ldo + v * W, acc[m][v]);
+  }
+}
+
+// Pixels per direct tile for ov channel vectors (24 accumulators).
+constexpr int direct_pixels(int ov) {
+  return ov >= 4 ? 6 : ov == 3 ? 8 : ov == 2 ? 12 : 24;
+}
+
+template <class T, int OV, int SW>
+void direct_tile_mp(int mp, const T* wT, int64_t ldo, const T* x, const int64_t* koff, int64_t K,
+                    const T* init, bool partial, T* io) {
+  constexpr int kMain = direct_pixels(OV);
+  switch (mp) {
+    case kMain:
+      direct_tile<T, kMain, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+    case 4:
+      direct_tile<T, 4, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+    case 2:
+      direct_tile<T, 2, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+    default:
+      direct_tile<T, 1, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+      break;
+  }
+}
+
+// One row segment of `count` pixels (SW apart in x, consecutive in io), in tiles of the main
+// width and then 4, 2, 1.
+template <class T, int SW>
+void direct_row(int ov, int64_t count, const T* wT, int64_t ldo, const T* x, const int64_t* koff,
+                int64_t K, const T* init, bool partial, T* io) {
+  const int main = ov >= 4 ? 6 : ov == 3 ? 8 : ov == 2 ? 12 : 24;
+  for (int64_t j = 0; j < count;) {
+    const int64_t left = count - j;
+    const int mp = left >= main ? main : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    const T* xj = x + j * SW;
+    T* o = io + j * ldo;
+    switch (ov) {
+      case 4:
+        direct_tile_mp<T, 4, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+      case 3:
+        direct_tile_mp<T, 3, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+      case 2:
+        direct_tile_mp<T, 2, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+      default:
+        direct_tile_mp<T, 1, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        break;
+    }
+    j += mp;
   }
 }
 

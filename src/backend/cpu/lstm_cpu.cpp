@@ -95,16 +95,16 @@ void cell_forward_rows(T* a_all, const T* bias, const T* c_prev, T* c, T* h, T* 
 //   d(pre-act) of i = dc_total⊙g⊙i(1 − i),   of f = dc_total⊙c_prev⊙f(1 − f),
 //              of g = dc_total⊙i⊙(1 − g²),   of o = dh⊙τ⊙o(1 − o)
 //   dc_prev = dc_total⊙f   (written over dc).
-// Row r of dh_out is at dh_out + r·dh_out_ld; that of d(pre-act) at da_rows + (r − r0)·4H (the
-// row range's own block). When db is given, the rows of d(pre-act) are
+// Row r of dh_out is at dh_out + r·dh_out_ld; that of d(pre-act) at da_rows + (r − r0)·da_ld
+// (the row range's own block). When db is given, the rows of d(pre-act) are
 // also added into it (the bias gradient is their sum over batch and steps).
 template <class T>
 void cell_backward_rows(const T* a_all, const T* c_prev, const T* c, const T* dh_out,
-                        int64_t dh_out_ld, const T* dh_next, T* dc, T* da_rows, T* db, int64_t r0,
-                        int64_t r1, int64_t H) {
+                        int64_t dh_out_ld, const T* dh_next, T* dc, T* da_rows, int64_t da_ld,
+                        T* db, int64_t r0, int64_t r1, int64_t H) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* a = a_all + r * 4 * H;
-    T* da = da_rows + (r - r0) * 4 * H;
+    T* da = da_rows + (r - r0) * da_ld;
     const T* cp = c_prev + r * H;
     const T* cr = c + r * H;
     const T* ho = dh_out + r * dh_out_ld;
@@ -139,6 +139,40 @@ int64_t cell_grain_rows(int64_t H) {
 // fresh pages, and page faults, at every call).
 Tensor workspace(int64_t n, DType dtype = DType::F32) {
   return Tensor::empty({n}, dtype, Device::cpu());
+}
+
+// [dW_ih | dW_hh]ᵀ = [x_t | h_{t-1}]ᵀ·dA over all rows (t, b) with the BLAS: one GEMM on a
+// time-major copy of the rows [x_t | h_{t-1}] (one long GEMM runs much closer to peak than two
+// thin ones; I is often small). x [B, T, I]; hs [T+1, B, H]; dA row (t, b) at da + (t·B + b)·ld.
+// dw_ih [4H, I] and dw_hh [4H, H] are written when not null.
+template <class T_>
+void weight_grads_blas(const T_* x, const T_* hs, const T_* da, int64_t ld, int64_t T, int64_t B,
+                       int64_t I, int64_t H, T_* dw_ih, T_* dw_hh) {
+  if (!dw_ih && !dw_hh) return;
+  const int64_t K = I + H, G = 4 * H;
+  const DType dt = std::is_same_v<T_, float> ? DType::F32 : DType::F64;
+  Tensor xh_buf = workspace(T * B * K, dt), dwt_buf = workspace(K * G, dt);
+  T_* xh = xh_buf.data<T_>();
+  T_* dwt = dwt_buf.data<T_>();
+  parallel_for(T * B, 64, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {  // row q = t·B + b
+      int64_t t = q / B, b = q % B;
+      std::copy(x + (b * T + t) * I, x + (b * T + t + 1) * I, xh + q * K);
+      std::copy(hs + q * H, hs + (q + 1) * H, xh + q * K + I);
+    }
+  });
+  if constexpr (std::is_same_v<T_, float>)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0f, xh,
+                int(K), da, int(ld), 0.0f, dwt, int(G));
+  else
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0, xh,
+                int(K), da, int(ld), 0.0, dwt, int(G));
+  for (int64_t n = 0; n < G; ++n) {
+    if (dw_ih)
+      for (int64_t m = 0; m < I; ++m) dw_ih[n * I + m] = dwt[m * G + n];
+    if (dw_hh)
+      for (int64_t m = 0; m < H; ++m) dw_hh[n * H + m] = dwt[(I + m) * G + n];
+  }
 }
 
 // Fewest batch rows worth giving a thread of its own in the sequence kernels: below this the
@@ -195,7 +229,7 @@ void cell_backward_cpu(const Tensor& gates, const Tensor& c_prev, const Tensor& 
     T* dcp = static_cast<T*>(dc.data_ptr());
     T* da = static_cast<T*>(dgates.data_ptr());
     parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
-      cell_backward_rows<T>(a, cp, cn, ho, H, hn, dcp, da + r0 * 4 * H, nullptr, r0, r1, H);
+      cell_backward_rows<T>(a, cp, cn, ho, H, hn, dcp, da + r0 * 4 * H, 4 * H, nullptr, r0, r1, H);
     });
   });
 }
@@ -453,8 +487,11 @@ void sequence_forward(const float* x, const float* w_ih, const float* w_hh, cons
 // then, over all the thread's rows of the step, the weight gradients are accumulated into
 // thread-private transposed partial sums, dW_hhᵀ += h_{t-1}ᵀ·dA_t and dW_ihᵀ += x_tᵀ·dA_t, while
 // dA_t is still in cache. dA is never written to memory as a whole.
-constexpr int64_t kCols = 32;  // output columns per backward panel (two zmm)
-constexpr int kRowsBwd = 12;   // rows per backward tile: 12 × 2 accumulators
+constexpr int64_t kCols = 32;              // output columns per backward panel (two zmm)
+constexpr int kRowsBwd = 12;               // rows per backward tile: 12 × 2 accumulators
+constexpr int64_t kChunkRows = 128;        // rows per weight-gradient accumulation (see below)
+constexpr int64_t kMaxChunk = 64;          // steps per accumulation at most
+constexpr int64_t kInLoopBytes = 1 << 20;  // partial weight gradients accumulated in the loop
 
 // Masks for the two zmm of a 32-column panel starting `left` columns before the end.
 inline void panel_masks(int64_t left, __mmask16& m0, __mmask16& m1) {
@@ -475,10 +512,10 @@ void pack_columns(const float* w, int64_t K, int64_t N, float* wp) {
       }
 }
 
-// dst[r·ld + j] = Σ_k a[r·K + k]·W[k, j] for r < MR, j < N (W packed by pack_columns).
+// dst[r·ld + j] = Σ_k a[r·lda + k]·W[k, j] for r < MR, j < N (W packed by pack_columns).
 template <int MR>
-void rows_times_packed(const float* a, int64_t K, const float* wp, int64_t N, float* dst,
-                       int64_t ld) {
+void rows_times_packed(const float* a, int64_t lda, int64_t K, const float* wp, int64_t N,
+                       float* dst, int64_t ld) {
   const int64_t panels = (N + kCols - 1) / kCols;
   for (int64_t v = 0; v < panels; ++v) {
     __m512 acc[MR][2];
@@ -487,7 +524,7 @@ void rows_times_packed(const float* a, int64_t K, const float* wp, int64_t N, fl
     for (int64_t k = 0; k < K; ++k, b += kCols) {
       __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
       for (int r = 0; r < MR; ++r) {
-        __m512 ar = _mm512_set1_ps(a[r * K + k]);
+        __m512 ar = _mm512_set1_ps(a[r * lda + k]);
         acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
       }
@@ -502,31 +539,52 @@ void rows_times_packed(const float* a, int64_t K, const float* wp, int64_t N, fl
   }
 }
 
-// part[m, n] += Σ_{r < rows} src[r·lds + m]·da[r·G + n] for m in [m0, m0 + MR), n in
-// [n0, n0 + 32) ∩ [0, G): one register tile of a transposed weight gradient.
+// One step's share of a chunk of rows for the weight-gradient accumulation: rows r < `rows` of
+// the source (x_t or h_{t-1}) at src + r·lds, of dA_t at da + r·ld_da.
+struct ChunkStep {
+  const float* src;
+  int64_t lds;
+  const float* da;
+};
+
+// acc[i][·] += Σ_{r < rows} src[r·lds + i]·da[r·ld_da + ·] over the 32 columns of da
+// (k0, k1 mask the columns past the end).
 template <int MR>
-void accumulate_tile(const float* src, int64_t lds, const float* da, int64_t G, int64_t rows,
-                     float* part, int64_t m0, int64_t n0) {
-  __mmask16 k0, k1;
-  panel_masks(G - n0, k0, k1);
-  __m512 acc[MR][2];
-  for (int i = 0; i < MR; ++i) {
-    acc[i][0] = _mm512_maskz_loadu_ps(k0, part + (m0 + i) * G + n0);
-    acc[i][1] = _mm512_maskz_loadu_ps(k1, part + (m0 + i) * G + n0 + 16);
-  }
+inline void outer_products(__m512 (&acc)[MR][2], const float* src, int64_t lds, const float* da,
+                           int64_t ld_da, int64_t rows, __mmask16 k0, __mmask16 k1) {
   for (int64_t r = 0; r < rows; ++r) {
-    __m512 b0 = _mm512_maskz_loadu_ps(k0, da + r * G + n0);
-    __m512 b1 = _mm512_maskz_loadu_ps(k1, da + r * G + n0 + 16);
-    const float* s = src + r * lds + m0;
+    __m512 b0 = _mm512_maskz_loadu_ps(k0, da + r * ld_da);
+    __m512 b1 = _mm512_maskz_loadu_ps(k1, da + r * ld_da + 16);
     for (int i = 0; i < MR; ++i) {
-      __m512 ai = _mm512_set1_ps(s[i]);
+      __m512 ai = _mm512_set1_ps(src[r * lds + i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    _mm512_mask_storeu_ps(part + (m0 + i) * G + n0, k0, acc[i][0]);
-    _mm512_mask_storeu_ps(part + (m0 + i) * G + n0 + 16, k1, acc[i][1]);
+}
+
+// part[m, n] += Σ_steps Σ_{r < rows} src[r·lds + m]·da[r·ld_da + n] for m in [m0, m0 + MR) and
+// the 32 columns n0 + [0, 32) ∩ [0, G): one register tile of a transposed weight gradient. The
+// partial sums are stored panel by panel ([G/32][M][32]) so that a tile is one contiguous block.
+template <int MR>
+void accumulate_tile(const ChunkStep* steps, int nsteps, int64_t rows, int64_t ld_da, int64_t G,
+                     float* panel, int64_t m0, int64_t n0) {
+  __mmask16 k0, k1;
+  panel_masks(G - n0, k0, k1);
+  float* c = panel + m0 * kCols;
+  // One load and store of the tile per step: keeping it in registers across steps makes GCC
+  // spill the accumulators inside the inner loop.
+  for (int k = 0; k < nsteps; ++k) {
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = _mm512_loadu_ps(c + i * kCols);
+      acc[i][1] = _mm512_loadu_ps(c + i * kCols + 16);
+    }
+    outer_products<MR>(acc, steps[k].src + m0, steps[k].lds, steps[k].da + n0, ld_da, rows, k0, k1);
+    for (int i = 0; i < MR; ++i) {
+      _mm512_storeu_ps(c + i * kCols, acc[i][0]);
+      _mm512_storeu_ps(c + i * kCols + 16, acc[i][1]);
+    }
   }
 }
 
@@ -539,13 +597,14 @@ void with_rows(int mr, Fn&& fn) {
   }
 }
 
-// part [M, G] += srcᵀ·da over `rows` rows (src rows lds apart, M columns used).
-void accumulate_transposed(const float* src, int64_t lds, int64_t M, const float* da, int64_t G,
-                           int64_t rows, float* part) {
+// part (panel layout, M rows) += Σ_steps srcᵀ·dA over `rows` rows per step.
+void accumulate_transposed(const ChunkStep* steps, int nsteps, int64_t rows, int64_t ld_da,
+                           int64_t M, int64_t G, float* part) {
   for (int64_t n0 = 0; n0 < G; n0 += kCols)
     for (int64_t m0 = 0; m0 < M; m0 += kRowsBwd)
       with_rows<kRowsBwd>(int(std::min<int64_t>(kRowsBwd, M - m0)), [&](auto mr) {
-        accumulate_tile<decltype(mr)::value>(src, lds, da, G, rows, part, m0, n0);
+        accumulate_tile<decltype(mr)::value>(steps, nsteps, rows, ld_da, G,
+                                             part + (n0 / kCols) * M * kCols, m0, n0);
       });
 }
 
@@ -554,8 +613,6 @@ struct BwdStep {
   int64_t H, I, T, t;
   const float* wp_h;    // packed W_hh (null: dh_{t-1} not needed)
   const float* wp_x;    // packed W_ih (null: dx not needed)
-  const float* x;       // [B, T, I]
-  const float* h_prev;  // [B, H]
   const float* gates;   // [B, 4H] activations
   const float* c_prev;  // [B, H]
   const float* c;       // [B, H]
@@ -565,30 +622,23 @@ struct BwdStep {
   float* dx;            // [B, T, I] or null
 };
 
-// Per-thread accumulators and scratch.
-struct BwdThread {
-  float* da;     // [rows, 4H] scratch: dA_t of the thread's rows
-  float* db;     // [4H]
-  float* dwx_t;  // [I, 4H] (null: not needed)
-  float* dwh_t;  // [H, 4H] (null: not needed)
-};
-
-void backward_step_rows(const BwdStep& s, const BwdThread& w, int64_t r0, int64_t r1) {
+// One step on rows [r0, r1), tile by tile: the cell (dA rows into da, ld_da apart), then
+// dh_{t-1} and dx_t of the same rows.
+void backward_step_rows(const BwdStep& s, float* da_rows, int64_t ld_da, float* db, int64_t r0,
+                        int64_t r1) {
   const int64_t H = s.H, I = s.I, G = 4 * H;
   for (int64_t r = r0; r < r1; r += kRowsBwd) {
     int mr = int(std::min<int64_t>(kRowsBwd, r1 - r));
-    float* da = w.da + (r - r0) * G;
+    float* da = da_rows + (r - r0) * ld_da;
     cell_backward_rows<float>(s.gates, s.c_prev, s.c, s.dout + s.t * H, s.T * H, s.dh, s.dc, da,
-                              w.db, r, r + mr, H);
+                              ld_da, db, r, r + mr, H);
     with_rows<kRowsBwd>(mr, [&](auto m) {
       constexpr int MR = decltype(m)::value;
-      if (s.wp_h) rows_times_packed<MR>(da, G, s.wp_h, H, s.dh + r * H, H);
-      if (s.wp_x) rows_times_packed<MR>(da, G, s.wp_x, I, s.dx + r * s.T * I + s.t * I, s.T * I);
+      if (s.wp_h) rows_times_packed<MR>(da, ld_da, G, s.wp_h, H, s.dh + r * H, H);
+      if (s.wp_x)
+        rows_times_packed<MR>(da, ld_da, G, s.wp_x, I, s.dx + r * s.T * I + s.t * I, s.T * I);
     });
   }
-  if (w.dwx_t)
-    accumulate_transposed(s.x + r0 * s.T * I + s.t * I, s.T * I, I, w.da, G, r1 - r0, w.dwx_t);
-  if (w.dwh_t) accumulate_transposed(s.h_prev + r0 * H, H, H, w.da, G, r1 - r0, w.dwh_t);
 }
 
 void sequence_backward(const float* x, const float* w_ih, const float* w_hh, const float* a,
@@ -603,22 +653,29 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
     wpx = workspace(((I + kCols - 1) / kCols) * G * kCols);
     pack_columns(w_ih, G, I, wpx.data<float>());
   }
-  int nt = batch_threads(B);
   // Threads own either a batch shard for the whole sequence or, when the batch is too small to
-  // split, a share of every step's rows.
-  int parts = nt > 1 ? nt : std::max(1, omp_get_max_threads());
-  int64_t max_rows = nt > 1 ? (B + nt - 1) / nt : B;
-  const int64_t per_thread = max_rows * G + G + (dw_ih ? I * G : 0) + (dw_hh ? H * G : 0);
-  Tensor scratch = workspace(parts * per_thread);
-  auto thread_state = [&](int k) {
-    float* p = scratch.data<float>() + k * per_thread;
-    BwdThread w{p, p + max_rows * G, nullptr, nullptr};
-    float* q = w.db + G;
-    if (dw_ih) w.dwx_t = q, q += I * G;
-    if (dw_hh) w.dwh_t = q;
-    std::fill(w.db, w.db + (per_thread - max_rows * G), 0.0f);
-    return w;
-  };
+  // split, a share of every step's rows (the same share at every step).
+  const int nt = batch_threads(B);
+  const int parts = nt > 1 ? nt : std::max(1, omp_get_max_threads());
+  const int64_t max_rows = nt > 1 ? (B + nt - 1) / nt : B;
+  // dA rows are kept ld_da apart: a power-of-two stride (4H) would map the rows of a column block
+  // onto a few L1 sets.
+  const int64_t ld_da = G + 16, gpad = (G + kCols - 1) / kCols * kCols;
+  // When a thread's partial sums of the weight gradients fit in half its L2, they are
+  // accumulated in the loop, every `chunk` steps over at least kChunkRows rows (so that moving
+  // the partial sums is paid for by enough multiply-adds). Otherwise dA is kept for every step
+  // and one BLAS GEMM after the loop gives the weight gradients.
+  const bool in_loop = (dw_ih || dw_hh) && (I + H) * gpad * 4 <= kInLoopBytes;
+  const int64_t chunk =
+      std::clamp<int64_t>((kChunkRows + max_rows - 1) / max_rows, 1, std::min(T, kMaxChunk));
+  const int64_t da_size = in_loop ? chunk * max_rows * ld_da : 0;
+  const int64_t acc_size =
+      gpad + (in_loop && dw_ih ? I * gpad : 0) + (in_loop && dw_hh ? H * gpad : 0);
+  Tensor scratch = workspace(parts * (da_size + acc_size));
+  Tensor da_all = in_loop ? Tensor() : workspace(T * B * ld_da);
+  auto da_of = [&](int k) { return scratch.data<float>() + k * (da_size + acc_size); };
+  auto acc_of = [&](int k) { return da_of(k) + da_size; };  // db, then dW_ihᵀ, then dW_hhᵀ
+  for (int k = 0; k < parts; ++k) std::fill(acc_of(k), acc_of(k) + acc_size, 0.0f);
   auto make = [&](int64_t t) {
     return BwdStep{.H = H,
                    .I = I,
@@ -626,8 +683,6 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
                    .t = t,
                    .wp_h = (t > 0 || need_dh0) ? wph.data<float>() : nullptr,
                    .wp_x = dx ? wpx.data<float>() : nullptr,
-                   .x = x,
-                   .h_prev = h + t * gh,
                    .gates = a + t * ga,
                    .c_prev = c + t * gh,
                    .c = c + (t + 1) * gh,
@@ -636,38 +691,58 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
                    .dc = dc,
                    .dx = dx};
   };
+  // Step t on rows [r0, r1) by thread k; after the last step of a chunk (steps t .. t_hi), the
+  // weight gradients of the chunk.
+  auto run = [&](int k, int64_t t, int64_t r0, int64_t r1) {
+    int64_t slot = (T - 1 - t) % chunk;
+    float* da =
+        in_loop ? da_of(k) + slot * max_rows * ld_da : da_all.data<float>() + (t * B + r0) * ld_da;
+    float* acc = acc_of(k);
+    backward_step_rows(make(t), da, ld_da, acc, r0, r1);
+    if (!in_loop || (slot != chunk - 1 && t != 0)) return;
+    int n = int(slot + 1);
+    ChunkStep xs[kMaxChunk], hs_[kMaxChunk];
+    for (int q = 0; q < n; ++q) {  // slot q holds step t + slot − q
+      int64_t tq = t + slot - q;
+      const float* daq = da_of(k) + q * max_rows * ld_da;
+      xs[q] = {x + r0 * T * I + tq * I, T * I, daq};
+      hs_[q] = {h + tq * gh + r0 * H, H, daq};
+    }
+    if (dw_ih) accumulate_transposed(xs, n, r1 - r0, ld_da, I, G, acc + gpad);
+    if (dw_hh)
+      accumulate_transposed(hs_, n, r1 - r0, ld_da, H, G, acc + gpad + (dw_ih ? I * gpad : 0));
+  };
   if (nt > 1) {
     over_batch_shards(nt, B, [&](int64_t r0, int64_t r1) {
-      BwdThread w = thread_state(omp_get_thread_num());
-      for (int64_t t = T - 1; t >= 0; --t) backward_step_rows(make(t), w, r0, r1);
+      for (int64_t t = T - 1; t >= 0; --t) run(omp_get_thread_num(), t, r0, r1);
     });
   } else {
-    std::vector<BwdThread> ws;
-    for (int k = 0; k < parts; ++k) ws.push_back(thread_state(k));
-    for (int64_t t = T - 1; t >= 0; --t) {
-      BwdStep s = make(t);
+    for (int64_t t = T - 1; t >= 0; --t)
       parallel_for(B, kRowsBwd, [&](int64_t r0, int64_t r1) {
-        backward_step_rows(s, ws[omp_in_parallel() ? omp_get_thread_num() : 0], r0, r1);
+        run(omp_in_parallel() ? omp_get_thread_num() : 0, t, r0, r1);
       });
-    }
   }
   // Add up the threads' partial sums; the weight gradients are transposed on the way.
-  auto part = [&](int k) { return scratch.data<float>() + k * per_thread + max_rows * G; };
   for (int64_t n = 0; db && n < G; ++n) {
-    float s = 0;
-    for (int k = 0; k < parts; ++k) s += part(k)[n];
-    db[n] = s;
+    float sum = 0;
+    for (int k = 0; k < parts; ++k) sum += acc_of(k)[n];
+    db[n] = sum;
   }
   auto reduce_transposed = [&](int64_t offset, int64_t M, float* dst) {
     for (int64_t n = 0; n < G; ++n)
       for (int64_t m = 0; m < M; ++m) {
-        float s = 0;
-        for (int k = 0; k < parts; ++k) s += part(k)[offset + m * G + n];
-        dst[n * M + m] = s;
+        float sum = 0;
+        for (int k = 0; k < parts; ++k)
+          sum += acc_of(k)[offset + (n / kCols) * M * kCols + m * kCols + n % kCols];
+        dst[n * M + m] = sum;
       }
   };
-  if (dw_ih) reduce_transposed(G, I, dw_ih);
-  if (dw_hh) reduce_transposed(G + (dw_ih ? I * G : 0), H, dw_hh);
+  if (!in_loop) {
+    weight_grads_blas<float>(x, h, da_all.data<float>(), ld_da, T, B, I, H, dw_ih, dw_hh);
+    return;
+  }
+  if (dw_ih) reduce_transposed(gpad, I, dw_ih);
+  if (dw_hh) reduce_transposed(gpad + (dw_ih ? I * gpad : 0), H, dw_hh);
 }
 
 }  // namespace avx512
@@ -760,7 +835,7 @@ void sequence_backward_cpu(const Tensor& x, const Tensor& w_ih, const Tensor& w_
     // already consumed dh_t[rows], so the GEMM may overwrite it).
     auto step_rows = [&](int64_t t, int64_t r0, int64_t r1) {
       cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * H, T * H, dhp, dcp,
-                             da + t * ga + r0 * G, nullptr, r0, r1, H);
+                             da + t * ga + r0 * G, G, nullptr, r0, r1, H);
       if (t > 0 || need_dh0)
         gemm_rows<T_>(r1 - r0, H, G, da + t * ga + r0 * G, G, wh, false, H, T_(0), dhp + r0 * H, H);
     };
@@ -773,7 +848,7 @@ void sequence_backward_cpu(const Tensor& x, const Tensor& w_ih, const Tensor& w_
       for (int64_t t = T - 1; t >= 0; --t) {
         parallel_for(B, cell_grain_rows(H), [&](int64_t r0, int64_t r1) {
           cell_backward_rows<T_>(a + t * ga, c + t * gh, c + (t + 1) * gh, go + t * H, T * H, dhp,
-                                 dcp, da + t * ga + r0 * G, nullptr, r0, r1, H);
+                                 dcp, da + t * ga + r0 * G, G, nullptr, r0, r1, H);
         });
         if (t > 0 || need_dh0) gemm_rows<T_>(B, H, G, da + t * ga, G, wh, false, H, T_(0), dhp, H);
       }
@@ -782,36 +857,7 @@ void sequence_backward_cpu(const Tensor& x, const Tensor& w_ih, const Tensor& w_
     if (T_* dxp = opt(dx))
       for (int64_t t = 0; t < T; ++t)
         gemm_rows<T_>(B, I, G, da + t * ga, G, wi, false, I, T_(0), dxp + t * I, T * I);
-    // [dW_ih | dW_hh]ᵀ = [x_t | h_{t-1}]ᵀ·dA over all rows (t, b): one GEMM on a time-major copy
-    // of the rows [x_t | h_{t-1}].
-    T_* dwi = opt(dw_ih);
-    T_* dwh = opt(dw_hh);
-    if (dwi || dwh) {
-      const int64_t K = I + H;
-      Tensor xh_buf = workspace(T * B * K, gates.dtype());
-      Tensor dwt_buf = workspace(K * G, gates.dtype());
-      T_* xh = xh_buf.data<T_>();
-      T_* dwt = dwt_buf.data<T_>();
-      parallel_for(T * B, 64, [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {  // row q = t·B + b
-          int64_t t = q / B, b = q % B;
-          std::copy(xp + (b * T + t) * I, xp + (b * T + t + 1) * I, xh + q * K);
-          std::copy(h + q * H, h + (q + 1) * H, xh + q * K + I);
-        }
-      });
-      if constexpr (std::is_same_v<T_, float>)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0f, xh,
-                    int(K), da, int(G), 0.0f, dwt, int(G));
-      else
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0, xh,
-                    int(K), da, int(G), 0.0, dwt, int(G));
-      for (int64_t n = 0; n < G; ++n) {
-        if (dwi)
-          for (int64_t m = 0; m < I; ++m) dwi[n * I + m] = dwt[m * G + n];
-        if (dwh)
-          for (int64_t m = 0; m < H; ++m) dwh[n * H + m] = dwt[(I + m) * G + n];
-      }
-    }
+    weight_grads_blas<T_>(xp, h, da, G, T, B, I, H, opt(dw_ih), opt(dw_hh));
     // The bias gradient: column sums of dA.
     if (T_* db = opt(dbias)) {
       std::fill(db, db + G, T_(0));

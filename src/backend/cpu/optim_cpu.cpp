@@ -2,6 +2,7 @@
 // elements and the chunks spread over the threads, so one call balances many small tensors (biases)
 // and a few large ones (weights) alike; each chunk is a vectorised loop.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -61,9 +62,23 @@ void sgd_range(T* p, const T* g, T* buf, bool fresh, int64_t b, int64_t e, const
   }
 }
 
+// The step scalars of optim.h, when given, replace the config's values (read on the host here).
+const double* step_scalars(const Tensor& scalars, int64_t count, const char* kernel) {
+  if (!scalars.defined()) return nullptr;
+  FREIGHT_CHECK(
+      scalars.dtype() == DType::F64 && scalars.is_contiguous() && scalars.numel() >= count,
+      std::string(kernel) +
+          " (cpu): step scalars must be a contiguous float64 tensor "
+          "of at least " +
+          std::to_string(count) + " values");
+  return scalars.data<double>();
+}
+
 void sgd_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
-                  const SgdConfig& cfg) {
+                  const SgdConfig& config) {
+  SgdConfig cfg = config;
+  if (const double* s = step_scalars(config.scalars, 1, "sgd_step")) cfg.lr = s[0];
   bool with_buffers = !momentum.empty();
   for_each_chunk(params, [&](size_t k, int64_t b, int64_t e) {
     dispatch_floating(params[k].dtype(), "sgd_step", [&](auto tag) {
@@ -77,15 +92,13 @@ void sgd_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 
 // ---------------------------------------------------------------- Adam / AdamW
 template <class T>
-void adam_range(T* p, const T* g, T* m, T* v, int64_t t, int64_t b, int64_t e,
+void adam_range(T* p, const T* g, T* m, T* v, double bc1, double bc2, int64_t b, int64_t e,
                 const AdamConfig& c) {
   // Bias corrections: m and v start at 0, so after t updates E[m] = (1 − β1ᵗ)·E[g]; dividing by
-  // 1 − β1ᵗ (and √(1 − β2ᵗ) for √v) removes that shrinkage. Folded into the step size and the
-  // denominator in PyTorch's order of operations:
+  // bc1 = 1 − β1ᵗ (and √bc2 = √(1 − β2ᵗ) for √v) removes that shrinkage. Folded into the step
+  // size and the denominator in PyTorch's order of operations:
   //   m = lerp(m, g, 1 − β1);  v = β2·v + (1 − β2)·g·g
   //   p = p − (lr / bc1) · (m / (√v / √bc2 + ε))
-  const double bc1 = 1.0 - std::pow(c.beta1, double(t));
-  const double bc2 = 1.0 - std::pow(c.beta2, double(t));
   const T step_size = T(c.lr / bc1);
   const T bc2_sqrt = T(std::sqrt(bc2));
   const T b2 = T(c.beta2), w1 = T(1 - c.beta1), one_b2 = T(1 - c.beta2);
@@ -111,12 +124,17 @@ void adam_range(T* p, const T* g, T* m, T* v, int64_t t, int64_t b, int64_t e,
 
 void adam_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                    const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-                   const std::vector<int64_t>& steps, const AdamConfig& cfg) {
+                   const std::vector<int64_t>& steps, const AdamConfig& config) {
+  AdamConfig cfg = config;
+  const double* s = step_scalars(config.scalars, 3, "adam_step");
+  if (s) cfg.lr = s[0];
   for_each_chunk(params, [&](size_t k, int64_t b, int64_t e) {
+    double bc1 = s ? s[1] : 1.0 - std::pow(cfg.beta1, double(steps[k]));
+    double bc2 = s ? s[2] : 1.0 - std::pow(cfg.beta2, double(steps[k]));
     dispatch_floating(params[k].dtype(), "adam_step", [&](auto tag) {
       using T = decltype(tag);
       adam_range<T>(ptr<T>(params[k]), ptr<T>(grads[k]), ptr<T>(exp_avg[k]), ptr<T>(exp_avg_sq[k]),
-                    steps[k], b, e, cfg);
+                    bc1, bc2, b, e, cfg);
     });
   });
 }

@@ -6,8 +6,16 @@
 // (stride 0). With beta = 0 cuBLAS does not read C (its documented rule), so NaN poison in a
 // fresh output cannot leak into the result. k = 0 is handled here (C = beta·C) rather than
 // relying on the library.
+//
+// Precision (freight::precision(), runtime.h) applies to float32 GEMMs: under TF32 the handle's
+// math mode lets cuBLAS round inputs to TF32 on the tensor cores; under BF16 both inputs are
+// converted to bfloat16 (round to nearest even, one copy kernel each) and multiplied by
+// cublasGemmEx / cublasGemmStridedBatchedEx with float32 accumulation (CUBLAS_COMPUTE_32F) into
+// the float32 output, so the caller sees float32 tensors throughout.
 #include <atomic>
 #include <climits>
+
+#include "freight/runtime.h"
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
@@ -20,17 +28,24 @@ namespace freight::cuda {
 
 namespace {
 constexpr int kNumDTypes = 6;  // DType has six members
-std::atomic<int> g_math_mode[kNumDTypes] = {CUBLAS_DEFAULT_MATH, CUBLAS_DEFAULT_MATH,
-                                            CUBLAS_DEFAULT_MATH, CUBLAS_DEFAULT_MATH,
-                                            CUBLAS_DEFAULT_MATH, CUBLAS_DEFAULT_MATH};
+constexpr int kFollowPrecision = -1;
+std::atomic<int> g_math_mode[kNumDTypes] = {kFollowPrecision, kFollowPrecision, kFollowPrecision,
+                                            kFollowPrecision, kFollowPrecision, kFollowPrecision};
 }  // namespace
 
 void set_gemm_math_mode(DType dtype, cublasMath_t mode) {
   g_math_mode[int(dtype)].store(int(mode), std::memory_order_relaxed);
 }
 
+void clear_gemm_math_mode(DType dtype) {
+  g_math_mode[int(dtype)].store(kFollowPrecision, std::memory_order_relaxed);
+}
+
 cublasMath_t gemm_math_mode(DType dtype) {
-  return cublasMath_t(g_math_mode[int(dtype)].load(std::memory_order_relaxed));
+  int mode = g_math_mode[int(dtype)].load(std::memory_order_relaxed);
+  if (mode != kFollowPrecision) return cublasMath_t(mode);
+  if (dtype == DType::F32 && precision() != Precision::FP32) return CUBLAS_TF32_TENSOR_OP_MATH;
+  return CUBLAS_DEFAULT_MATH;
 }
 
 namespace {
@@ -57,6 +72,27 @@ cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t op1, cublasOperatio
   if (batch == 1) return cublasDgemm(h, op1, op2, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
   return cublasDgemmStridedBatched(h, op1, op2, n, m, k, alpha, b, ldb, stride_b, a, lda, stride_a,
                                    beta, c, ldc, stride_c, batch);
+}
+
+// BF16 precision: float32 operands converted to bfloat16 copies, float32 accumulation and
+// output. The arguments are those of gemm_call (cuBLAS order: B's buffer first).
+void gemm_bf16(cublasHandle_t h, cublasOperation_t op1, cublasOperation_t op2, int n, int m, int k,
+               float alpha, const Tensor& b, int ldb, long long stride_b, const Tensor& a, int lda,
+               long long stride_a, float beta, Tensor& c, int ldc, long long stride_c, int batch) {
+  Tensor a16 = Tensor::empty(a.shape(), DType::BF16, a.device());
+  Tensor b16 = Tensor::empty(b.shape(), DType::BF16, b.device());
+  kernels::copy(DeviceType::CUDA, a, a16);
+  kernels::copy(DeviceType::CUDA, b, b16);
+  if (batch == 1) {
+    FREIGHT_CUDA_CHECK(cublasGemmEx(h, op1, op2, n, m, k, &alpha, b16.data_ptr(), CUDA_R_16BF, ldb,
+                                    a16.data_ptr(), CUDA_R_16BF, lda, &beta, c.data_ptr(),
+                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    FREIGHT_CUDA_CHECK(cublasGemmStridedBatchedEx(
+        h, op1, op2, n, m, k, &alpha, b16.data_ptr(), CUDA_R_16BF, ldb, stride_b, a16.data_ptr(),
+        CUDA_R_16BF, lda, stride_a, &beta, c.data_ptr(), CUDA_R_32F, ldc, stride_c, batch,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
 }
 
 void gemm_cuda(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha,
@@ -96,6 +132,11 @@ void gemm_cuda(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
   int rows = to_int(p.rows, "n"), cols = to_int(p.cols, "m"), depth = to_int(p.depth, "k");
   int ld_first = to_int(p.ld_first, "ldb"), ld_second = to_int(p.ld_second, "lda");
   int ld_out = to_int(p.ld_out, "ldc"), ib = to_int(p.batch, "batch");
+  if (c.dtype() == DType::F32 && precision() == Precision::BF16) {
+    gemm_bf16(h, op_first, op_second, rows, cols, depth, float(alpha), b, ld_first, p.stride_first,
+              a, ld_second, p.stride_second, float(beta), c, ld_out, p.stride_out, ib);
+    return;
+  }
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
     using T = decltype(tag);
     T al = T(alpha), be = T(beta);

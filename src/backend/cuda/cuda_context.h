@@ -3,6 +3,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "freight/dtype.h"
 
 namespace freight::cuda {
@@ -12,14 +14,30 @@ void set_device(int device);
 // The stream all of Freight's work on `device` is queued on (a non-blocking stream, so work can
 // be captured into CUDA graphs and overlapped with copies on other streams).
 cudaStream_t stream(int device);
+// The device's second stream, for host-to-device copies of input batches that overlap the
+// compute stream's work (DeviceBackend::upload orders them with events).
+cudaStream_t copy_stream(int device);
+// The cuBLAS handle of `device`, bound to its stream, with a workspace of its own (so cuBLAS
+// never allocates, which a CUDA graph capture would not allow).
 cublasHandle_t cublas(int device);
 
+// Random numbers inside CUDA graphs. A kernel that draws from Philox at (seed, offset) gets the
+// offset by value, which a graph would replay unchanged: the same dropout mask every step. So
+// while `device`'s stream is being captured this returns a device address that holds, at each
+// replay, how far the default generator has moved since the capture (the graph writes it before
+// running), and such a kernel draws at offset + *delta; otherwise nullptr (draw at offset).
+const uint64_t* graph_rng_delta(int device);
+// *dst = value, queued on `s` (graph_kernels.cu).
+void write_u64_async(uint64_t* dst, uint64_t value, cudaStream_t s);
+
 // cuBLAS math mode used by GEMMs of `dtype` (applied before each call, so it takes effect at
-// once on every device). Default for every dtype: CUBLAS_DEFAULT_MATH, which for float32 means
-// full FP32 arithmetic, no TF32. CUBLAS_TF32_TENSOR_OP_MATH lets float32 GEMMs use TF32 tensor
-// cores (10-bit mantissa inputs, FP32 accumulation); CUBLAS_PEDANTIC_MATH forbids every
-// shortcut. Defined in blas.cu.
+// once on every device). By default it follows freight::precision() (runtime.h) for float32:
+// CUBLAS_DEFAULT_MATH (full FP32, no TF32) under FP32, CUBLAS_TF32_TENSOR_OP_MATH (TF32 tensor
+// cores: 10-bit mantissa inputs, FP32 accumulation) under TF32 and BF16; other dtypes use
+// CUBLAS_DEFAULT_MATH. set_gemm_math_mode overrides that for one dtype (CUBLAS_PEDANTIC_MATH
+// forbids every shortcut); clear_gemm_math_mode returns it to the default. Defined in blas.cu.
 void set_gemm_math_mode(DType dtype, cublasMath_t mode);
+void clear_gemm_math_mode(DType dtype);
 cublasMath_t gemm_math_mode(DType dtype);
 
 // Deterministic mode (freight::set_deterministic reaches it through the backend): when on,

@@ -8,6 +8,9 @@
 //   draw of four 32-bit words serves all four), 256 threads per block, grid-stride over the
 //   ceil(n / 4) counters; the last group may be partial.
 // Backward: gx = mask ? gy · scale : 0, one thread per element, 256 per block, grid-stride.
+// Inside a CUDA graph the offset comes partly from device memory (graph_rng_delta in
+// cuda_context.h): the draws are those of an eager call at the generator's offset of the
+// replay, not the same mask on every replay.
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -21,7 +24,9 @@ namespace {
 
 template <class T>
 __global__ void dropout_forward_kernel(const T* x, int64_t n, uint64_t seed, uint64_t offset,
-                                       uint32_t threshold, T scale, T* y, uint8_t* mask) {
+                                       const uint64_t* offset_delta, uint32_t threshold, T scale,
+                                       T* y, uint8_t* mask) {
+  if (offset_delta) offset += *offset_delta;  // (modulo 2^64, as the generator's offsets)
   int64_t counters = (n + 3) / 4;
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < counters;
        c += int64_t(gridDim.x) * blockDim.x) {
@@ -50,10 +55,11 @@ void dropout_forward_cuda(const Tensor& x, double p, uint64_t seed, uint64_t off
   int dev = y.device().index;
   set_device(dev);
   uint8_t* m = mask.defined() ? static_cast<uint8_t*>(mask.data_ptr()) : nullptr;
+  const uint64_t* delta = graph_rng_delta(dev);
   dispatch_floating(x.dtype(), "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
     dropout_forward_kernel<T><<<blocks_for((n + 3) / 4), 256, 0, stream(dev)>>>(
-        static_cast<const T*>(x.data_ptr()), n, seed, offset, threshold, T(scale),
+        static_cast<const T*>(x.data_ptr()), n, seed, offset, delta, threshold, T(scale),
         static_cast<T*>(y.data_ptr()), m);
     FREIGHT_CUDA_CHECK_LAUNCH();
   });

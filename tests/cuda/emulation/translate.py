@@ -2,10 +2,10 @@
 
   translate.py kernels IN.cu OUT.cpp
       rewrites every launch  kernel<<<grid, block, shmem, stream>>>(args);
-      into                   ::emu::launch(grid, block, shmem, stream, [&] { kernel(args); });
-  translate.py backend IN.cpp OUT.cpp
-      copies the backend with round_size() returning the exact size, so AddressSanitizer sees
-      any access past the end of a tensor.
+      into    ::emu::launch(::emu::Config(grid, block, shmem, stream),
+                            [=](auto&&... emu_a) { kernel(emu_a...); }, args);
+      The arguments are evaluated at the launch and kept by value, as CUDA does, so a launch
+      recorded into a graph (stream capture) can be replayed after the caller's locals are gone.
 
 Outputs are rewritten only when their text changes (no needless rebuilds).
 """
@@ -54,21 +54,18 @@ def translate_launches(src):
         if src[q + 1] != ';':
             sys.exit('translate.py: expected ; after a launch near: ' + src[j:j + 60])
         out.append(src[i:k])
-        out.append('::emu::launch(%s, [&] { %s(%s); });' % (config, kernel, src[p + 1:q]))
+        args = src[p + 1:q]
+        out.append('::emu::launch(::emu::Config(%s), [=](auto&&... emu_a) { %s(emu_a...); }%s);'
+                   % (config, kernel, ', ' + args if args.strip() else ''))
         i = q + 2
-
-
-def exact_round_size(src):
-    head = 'size_t round_size(size_t bytes) {'
-    i = src.index(head)
-    j = src.index('\n}', i)
-    return src[:i] + head + '\n  return bytes;' + src[j:]
 
 
 def main():
     mode, path_in, path_out = sys.argv[1:4]
+    if mode != 'kernels':
+        sys.exit('translate.py: unknown mode ' + mode)
     src = open(path_in).read()
-    text = translate_launches(src) if mode == 'kernels' else exact_round_size(src)
+    text = translate_launches(src)
     if not os.path.exists(path_out) or open(path_out).read() != text:
         os.makedirs(os.path.dirname(path_out), exist_ok=True)
         open(path_out, 'w').write(text)

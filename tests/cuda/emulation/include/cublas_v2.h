@@ -1,11 +1,20 @@
 // Emulated cuBLAS (the calls Freight makes): a naive column-major GEMM with BLAS semantics,
-// including the leading-dimension checks and beta = 0 never reading C. See ../README.md.
+// including the leading-dimension checks and beta = 0 never reading C, queued on the handle's
+// stream (so captured into graphs like the kernels). cublasGemmEx reads bfloat16 or float
+// inputs and accumulates in double. See ../README.md.
 #pragma once
 #include <cstdint>
 
+#include "cuda_bf16.h"
 #include "cuda_runtime.h"
 
-enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15
+};
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_64F = 70 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasMath_t {
   CUBLAS_DEFAULT_MATH = 0,
@@ -19,8 +28,15 @@ inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
   *h = reinterpret_cast<cublasHandle_t>(&dummy);
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
+namespace emu {
+inline cudaStream_t g_cublas_stream = nullptr;  // one device, one handle
+}
+inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t s) {
+  emu::g_cublas_stream = s;
   return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void* ws, size_t bytes) {
+  return ws && bytes ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) {
   return CUBLAS_STATUS_SUCCESS;
@@ -30,46 +46,105 @@ inline const char* cublasGetStatusString(cublasStatus_t s) {
 }
 
 namespace emu {
-// BLAS semantics, column-major; beta == 0 never reads C.
-template <class T>
-cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                    const T* A, int lda, long long sa, const T* B, int ldb, long long sb,
-                    const T* beta, T* C, int ldc, long long sc, int batch) {
+inline double to_double(float v) {
+  return v;
+}
+inline double to_double(double v) {
+  return v;
+}
+inline double to_double(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+// BLAS semantics, column-major; beta == 0 never reads C. The product runs on the handle's
+// stream (recorded when it is captured), with alpha and beta read now (host pointers).
+template <class TA, class TB, class TC, class S>
+cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    const S* alpha_p, const TA* A, int lda, long long sa, const TB* B, int ldb,
+                    long long sb, const S* beta_p, TC* C, int ldc, long long sc, int batch) {
   if (m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
   if (lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
     return CUBLAS_STATUS_INVALID_VALUE;
-  for (int q = 0; q < batch; ++q) {
-    const T* a = A + q * sa;
-    const T* b = B + q * sb;
-    T* c = C + q * sc;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        double acc = 0;
-        for (int l = 0; l < k; ++l) {
-          double x = ta == CUBLAS_OP_N ? a[i + (long long)l * lda] : a[l + (long long)i * lda];
-          double y = tb == CUBLAS_OP_N ? b[l + (long long)j * ldb] : b[j + (long long)l * ldb];
-          acc += x * y;
+  S alpha = *alpha_p, beta = *beta_p;
+  enqueue(g_cublas_stream, [=] {
+    for (int q = 0; q < batch; ++q) {
+      const TA* a = A + q * sa;
+      const TB* b = B + q * sb;
+      TC* c = C + q * sc;
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          double acc = 0;
+          for (int l = 0; l < k; ++l) {
+            double x = to_double(ta == CUBLAS_OP_N ? a[i + (long long)l * lda]
+                                                   : a[l + (long long)i * lda]);
+            double y = to_double(tb == CUBLAS_OP_N ? b[l + (long long)j * ldb]
+                                                   : b[j + (long long)l * ldb]);
+            acc += x * y;
+          }
+          TC& out = c[i + (long long)j * ldc];
+          out = beta == S(0) ? TC(alpha * acc) : TC(alpha * acc + beta * double(out));
         }
-        T& out = c[i + (long long)j * ldc];
-        out = *beta == T(0) ? T(*alpha * acc) : T(*alpha * acc + *beta * out);
-      }
-  }
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
+
+// cublasGemmEx's types: float32 or bfloat16 inputs, float32 output, float32 compute.
+template <class TA, class TB>
+cublasStatus_t gemm_ex_c(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                         const void* al, const void* A, int lda, long long sa, const void* B,
+                         int ldb, long long sb, const void* be, void* C, cudaDataType_t ct, int ldc,
+                         long long sc, int batch) {
+  if (ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return gemm(ta, tb, m, n, k, static_cast<const float*>(al), static_cast<const TA*>(A), lda, sa,
+              static_cast<const TB*>(B), ldb, sb, static_cast<const float*>(be),
+              static_cast<float*>(C), ldc, sc, batch);
+}
+inline cublasStatus_t gemm_ex(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              const void* al, const void* A, cudaDataType_t at, int lda,
+                              long long sa, const void* B, cudaDataType_t bt, int ldb, long long sb,
+                              const void* be, void* C, cudaDataType_t ct, int ldc, long long sc,
+                              int batch, cublasComputeType_t compute) {
+  if (compute != CUBLAS_COMPUTE_32F || at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (at == CUDA_R_16BF)
+    return gemm_ex_c<__nv_bfloat16, __nv_bfloat16>(ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be,
+                                                   C, ct, ldc, sc, batch);
+  if (at == CUDA_R_32F)
+    return gemm_ex_c<float, float>(ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ct, ldc, sc,
+                                   batch);
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
 }  // namespace emu
+
+inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb,
+                                   int m, int n, int k, const void* al, const void* A,
+                                   cudaDataType_t at, int lda, const void* B, cudaDataType_t bt,
+                                   int ldb, const void* be, void* C, cudaDataType_t ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t) {
+  return emu::gemm_ex(ta, tb, m, n, k, al, A, at, lda, 0, B, bt, ldb, 0, be, C, ct, ldc, 0, 1,
+                      compute);
+}
+inline cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* al,
+    const void* A, cudaDataType_t at, int lda, long long sa, const void* B, cudaDataType_t bt,
+    int ldb, long long sb, const void* be, void* C, cudaDataType_t ct, int ldc, long long sc,
+    int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  return emu::gemm_ex(ta, tb, m, n, k, al, A, at, lda, sa, B, bt, ldb, sb, be, C, ct, ldc, sc,
+                      batch, compute);
+}
 #define EMU_GEMM(NAME, T)                                                                         \
   inline cublasStatus_t NAME(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,   \
                              int n, int k, const T* al, const T* A, int lda, const T* B, int ldb, \
                              const T* be, T* C, int ldc) {                                        \
-    return emu::gemm<T>(ta, tb, m, n, k, al, A, lda, 0, B, ldb, 0, be, C, ldc, 0, 1);             \
+    return emu::gemm<T, T, T, T>(ta, tb, m, n, k, al, A, lda, 0, B, ldb, 0, be, C, ldc, 0, 1);    \
   }
 #define EMU_GEMM_BATCHED(NAME, T)                                                               \
   inline cublasStatus_t NAME(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, \
                              int n, int k, const T* al, const T* A, int lda, long long sa,      \
                              const T* B, int ldb, long long sb, const T* be, T* C, int ldc,     \
                              long long sc, int batch) {                                         \
-    return emu::gemm<T>(ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ldc, sc, batch);    \
+    return emu::gemm<T, T, T, T>(ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ldc, sc,   \
+                                 batch);                                                        \
   }
 EMU_GEMM(cublasSgemm, float)
 EMU_GEMM(cublasDgemm, double)

@@ -1,8 +1,16 @@
 // Emulated CUDA runtime API (the calls Freight makes), for the CPU emulation in ../README.md.
-// Device memory is host memory, streams are synchronous, one device unless EMU_NO_GPU is set.
+// Device memory is host memory, streams run operations when queued (or record them while they
+// are captured into a graph: emu_core.h), events are always complete, one device unless
+// EMU_NO_GPU is set. Stream capture follows CUDA's rules where Freight depends on them: an
+// unsafe call (cudaMalloc, cudaFree, a stream synchronisation) from the capturing thread
+// invalidates the capture unless the thread switched to relaxed mode, a copy between host and
+// device memory cannot be captured, and cudaStreamEndCapture then fails.
 #pragma once
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "emu_core.h"
 
@@ -11,8 +19,13 @@ enum cudaError_t {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
-  cudaErrorInvalidDevice = 101,
+  cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureIsolation = 906,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -21,17 +34,59 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice = 3,
   cudaMemcpyDefault = 4
 };
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
+};
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13, cudaDevAttrMemoryClockRate = 36 };
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16BF = 14 };
+
 using cudaStream_t = struct CUstream_st*;
+using cudaEvent_t = struct CUevent_st*;
 constexpr unsigned cudaStreamNonBlocking = 1;
-constexpr unsigned cudaHostAllocMapped = 2;
+constexpr unsigned cudaEventDisableTiming = 2;
 constexpr unsigned cudaHostAllocPortable = 1;
+constexpr unsigned cudaHostAllocMapped = 2;
+
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  int major, minor;
+  int multiProcessorCount;
+  int memoryBusWidth;
+  int l2CacheSize;
+  int ECCEnabled;
+  int pciBusID, pciDeviceID, pciDomainID;
+};
 
 namespace emu {
 inline int g_device_count() {
   const char* e = std::getenv("EMU_NO_GPU");
   return e ? 0 : 1;
 }
+// Device allocations (start, size), to tell device from host memory.
+inline std::mutex g_mem_mu;
+inline std::map<const char*, size_t> g_device_blocks;
+inline bool is_device(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  auto c = static_cast<const char*>(p);
+  auto it = g_device_blocks.upper_bound(c);
+  if (it == g_device_blocks.begin()) return false;
+  --it;
+  return c < it->first + (it->second ? it->second : 1);
+}
+struct Graph {
+  std::vector<std::function<void()>> ops;
+};
 }  // namespace emu
+using cudaGraph_t = emu::Graph*;
+using cudaGraphExec_t = emu::Graph*;
 
 inline cudaError_t cudaGetLastError() {
   auto e = cudaError_t(emu::g_last_error);
@@ -42,7 +97,9 @@ inline const char* cudaGetErrorString(cudaError_t e) {
   return e == 0 ? "no error" : "emulated error";
 }
 inline const char* cudaGetErrorName(cudaError_t e) {
-  return e == 0 ? "cudaSuccess" : "cudaErrorEmu";
+  static thread_local std::string name;
+  name = e == 0 ? "cudaSuccess" : "cudaErrorEmu" + std::to_string(int(e));
+  return name.c_str();
 }
 inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = emu::g_device_count();
@@ -51,19 +108,82 @@ inline cudaError_t cudaGetDeviceCount(int* n) {
 inline cudaError_t cudaSetDevice(int d) {
   return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
 }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d != 0) return cudaErrorInvalidDevice;
+  *p = cudaDeviceProp{};
+  std::strcpy(p->name, "Emulated GPU (CPU emulation of the CUDA runtime)");
+  p->totalGlobalMem = size_t(80) << 30;
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = 132;
+  p->memoryBusWidth = 5120;
+  p->l2CacheSize = 50 << 20;
+  p->ECCEnabled = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
+  if (d != 0) return cudaErrorInvalidDevice;
+  *v = a == cudaDevAttrClockRate ? 1980000 : 2619000;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDriverGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+inline cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- streams and events
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  static int dummy;
-  *s = reinterpret_cast<cudaStream_t>(&dummy);
+  *s = reinterpret_cast<cudaStream_t>(new int(0));  // distinct handles: capture is per stream
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (emu::capturing(s) || emu::unsafe_call_refused()) {
+    std::lock_guard<std::mutex> lock(emu::g_capture_mu);
+    auto it = emu::g_captures.find(s);
+    if (it != emu::g_captures.end()) it->second.invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
   return cudaSuccess;
 }
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  *e = reinterpret_cast<cudaEvent_t>(new int(0));
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<int*>(e);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t) {
+  return cudaSuccess;  // operations run when queued: every event is complete
+}
+// Freight never makes a captured stream wait for outside work (that would be a cross-stream
+// dependency inside the graph); the emulation refuses it as CUDA refuses an event recorded
+// outside the capture.
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
+  if (emu::capturing(s)) {
+    std::lock_guard<std::mutex> lock(emu::g_capture_mu);
+    emu::g_captures[s].invalidated = true;
+    return cudaErrorStreamCaptureIsolation;
+  }
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- memory
 inline cudaError_t cudaMalloc(void** p, size_t n) {
+  if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
   if (n > (size_t(64) << 30)) return cudaErrorMemoryAllocation;
   *p = std::malloc(n ? n : 1);  // exact size: AddressSanitizer sees overruns
   if (!*p) return cudaErrorMemoryAllocation;
   std::memset(*p, 0xA5, n);  // garbage, as fresh device memory is
+  std::lock_guard<std::mutex> lock(emu::g_mem_mu);
+  emu::g_device_blocks[static_cast<const char*>(*p)] = n;
   return cudaSuccess;
 }
 template <class T>
@@ -71,28 +191,97 @@ inline cudaError_t cudaMalloc(T** p, size_t n) {
   return cudaMalloc(reinterpret_cast<void**>(p), n);
 }
 inline cudaError_t cudaFree(void* p) {
+  if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
+  {
+    std::lock_guard<std::mutex> lock(emu::g_mem_mu);
+    emu::g_device_blocks.erase(static_cast<const char*>(p));
+  }
   std::free(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
-  *p = std::malloc(n);
+  *p = std::malloc(n ? n : 1);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
 }
 inline cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned flags) {
   if (flags != 0) return cudaErrorInvalidValue;
   *d = h;
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) {
-  if (n) std::memcpy(d, s, n);
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind,
+                                   cudaStream_t stream) {
+  if (emu::capturing(stream) && n && (!emu::is_device(d) || !emu::is_device(s))) {
+    std::lock_guard<std::mutex> lock(emu::g_capture_mu);
+    emu::g_captures[stream].invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;  // a host copy cannot be part of a graph
+  }
+  if (n) emu::enqueue(stream, [d, s, n] { std::memcpy(d, s, n); });
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t = nullptr) {
-  if (n) std::memset(d, v, n);
+inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t stream = nullptr) {
+  if (n) emu::enqueue(stream, [d, v, n] { std::memset(d, v, n); });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) {
   *f = size_t(79) << 30;
   *t = size_t(80) << 30;
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- graphs
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* st) {
+  std::lock_guard<std::mutex> lock(emu::g_capture_mu);
+  auto it = emu::g_captures.find(s);
+  *st = it == emu::g_captures.end() ? cudaStreamCaptureStatusNone
+        : it->second.invalidated    ? cudaStreamCaptureStatusInvalidated
+                                    : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+inline cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  int previous = emu::t_capture_mode;
+  emu::t_capture_mode = *mode;
+  *mode = cudaStreamCaptureMode(previous);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  std::lock_guard<std::mutex> lock(emu::g_capture_mu);
+  if (!s || emu::g_captures.count(s)) return cudaErrorInvalidValue;
+  emu::Capture& c = emu::g_captures[s];
+  c.thread = std::this_thread::get_id();
+  c.mode = mode;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  std::lock_guard<std::mutex> lock(emu::g_capture_mu);
+  auto it = emu::g_captures.find(s);
+  *graph = nullptr;
+  if (it == emu::g_captures.end()) return cudaErrorInvalidValue;
+  bool invalid = it->second.invalidated;
+  if (!invalid) *graph = new emu::Graph{std::move(it->second.ops)};
+  emu::g_captures.erase(it);
+  return invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                        unsigned long long) {
+  *exec = new emu::Graph(*graph);
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  emu::Graph* g = exec;
+  emu::enqueue(s, [g] {
+    for (auto& op : g->ops) op();
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  delete g;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t g) {
+  delete g;
   return cudaSuccess;
 }

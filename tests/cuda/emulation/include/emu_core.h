@@ -10,6 +10,11 @@
 // warp one barrier further) and, with EMU_SERIAL set, serial (a warp runs through all its own
 // shuffles before the next warp moves), which exposes missing block barriers around shared
 // memory. Warps are visited in a pseudo-random order in both.
+//
+// Streams run each operation when it is queued, except on a stream being captured into a graph:
+// there every operation (launch, memcpy, memset, cuBLAS call) is recorded, with its arguments
+// by value, and runs only when the graph is launched. Nothing of a captured step runs at capture
+// time, so a test that replays a graph checks that the step's effects come from the replay.
 #pragma once
 #include <ucontext.h>
 
@@ -25,6 +30,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -138,25 +148,93 @@ inline void run_block(unsigned threads) {
   }
 }
 
-// kernel<<<grid, block, shmem, stream>>>(args) becomes launch(grid, block, shmem, stream,
-// [&] { kernel(args); }) (translate.py). Runs the whole grid before returning; an invalid
-// configuration is reported through cudaGetLastError, as on a GPU.
-template <class F>
-void launch(dim3 grid, dim3 block, size_t shmem, void* /*stream*/, F&& body) {
-  if (grid.x == 0 || grid.x > 2147483647u || grid.y != 1 || grid.z != 1 || block.x == 0 ||
-      block.x > 1024 || block.y != 1 || block.z != 1 || shmem > 48 * 1024) {
-    g_last_error = 9;  // cudaErrorInvalidConfiguration
-    return;
+// ---------------------------------------------------------------- streams and capture
+// A capture in progress on a stream: the operations recorded so far, the capturing thread,
+// and whether an unsupported call has invalidated it.
+struct Capture {
+  std::vector<std::function<void()>> ops;
+  std::thread::id thread;
+  int mode = 0;  // cudaStreamCaptureMode
+  bool invalidated = false;
+};
+inline std::mutex g_capture_mu;
+inline std::map<void*, Capture> g_captures;  // by stream
+inline thread_local int t_capture_mode = 0;  // this thread's mode (cudaThreadExchange...)
+
+inline bool capturing(void* stream) {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  return stream && g_captures.count(stream) > 0;
+}
+
+// A potentially unsafe call (cudaMalloc, cudaFree, a synchronisation) made by this thread: it
+// invalidates a capture of this thread unless this thread's mode is relaxed (ThreadLocal and
+// Global captures; a Global capture is affected from any thread), as on a GPU. Returns true
+// when the call is refused.
+inline bool unsafe_call_refused() {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (t_capture_mode == 2) return false;  // cudaStreamCaptureModeRelaxed
+  bool refused = false;
+  for (auto& [stream, c] : g_captures) {
+    if (c.mode == 2) continue;
+    if (c.thread == std::this_thread::get_id() || c.mode == 0) {
+      c.invalidated = true;
+      refused = true;
+    }
   }
+  return refused;
+}
+
+// Runs `op` now, or records it when `stream` is being captured.
+inline void enqueue(void* stream, std::function<void()> op) {
+  {
+    std::lock_guard<std::mutex> lock(g_capture_mu);
+    auto it = stream ? g_captures.find(stream) : g_captures.end();
+    if (it != g_captures.end()) {
+      it->second.ops.push_back(std::move(op));
+      return;
+    }
+  }
+  op();
+}
+
+// The <<<...>>> configuration; shmem and stream may be left out, as in CUDA.
+struct Config {
+  dim3 grid, block;
+  size_t shmem;
+  void* stream;
+  Config(dim3 g, dim3 b, size_t sh = 0, void* st = nullptr)
+      : grid(g), block(b), shmem(sh), stream(st) {}
+};
+
+inline void run_grid(dim3 grid, dim3 block, std::function<void()> body) {
   gridDim = grid;
   blockDim = block;
-  g.body = std::function<void()>(body);
+  g.body = std::move(body);
   for (unsigned b = 0; b < grid.x; ++b) {
     blockIdx.x = b;
     run_block(block.x);
   }
   threadIdx = uint3{};
   blockIdx = uint3{};
+}
+
+// kernel<<<grid, block, shmem, stream>>>(args) becomes launch(Config(grid, block, shmem,
+// stream), [=](auto&&... a) { kernel(a...); }, args) (translate.py). The arguments are copied
+// now, as a launch does. An invalid configuration is reported through cudaGetLastError, as on a
+// GPU; otherwise the whole grid runs before launch returns (or when the graph it was captured
+// into is launched).
+template <class F, class... A>
+void launch(const Config& c, F call, A&&... args) {
+  if (c.grid.x == 0 || c.grid.x > 2147483647u || c.grid.y != 1 || c.grid.z != 1 || c.block.x == 0 ||
+      c.block.x > 1024 || c.block.y != 1 || c.block.z != 1 || c.shmem > 48 * 1024) {
+    g_last_error = 9;  // cudaErrorInvalidConfiguration
+    return;
+  }
+  auto bound = [call, tup = std::make_tuple(std::decay_t<A>(std::forward<A>(args))...)]() mutable {
+    std::apply(call, tup);
+  };
+  dim3 grid = c.grid, block = c.block;
+  enqueue(c.stream, [grid, block, bound]() mutable { run_grid(grid, block, bound); });
 }
 
 }  // namespace emu
@@ -188,6 +266,14 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   return r;
 }
 
+inline double atomicAdd(double* p, double v) {  // blocks run one at a time: no race
+  double old = *p;
+  *p = old + v;
+  return old;
+}
+inline float __fmaf_rn(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
 inline int atomicCAS(int* p, int compare, int value) {
   int old = *p;
   if (old == compare) *p = value;

@@ -1,0 +1,68 @@
+// Measured peaks of a device: what `freight devices --measure` prints and what `freight explain`,
+// `freight plan` and `freight bench` compare against ("fraction of peak", roofline bounds).
+//
+// Every figure is the median of repeated runs after a warm-up (this matters on a shared machine:
+// the spread is recorded too). Results are cached in a JSON file keyed by the device's name and
+// the build (BLAS, threads, CUDA), so later commands reuse them without measuring again:
+//   $FREIGHT_PEAKS_FILE, else $XDG_CACHE_HOME/freight/peaks.json, else ~/.cache/freight/peaks.json
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "freight/device.h"
+
+namespace freight {
+
+struct DevicePeaks {
+  Device device;
+  std::string name;         // "Intel(R) Xeon(R) ...", "NVIDIA H100 80GB HBM3"
+  std::string build;        // build_info() when measured (BLAS and its threads, CUDA backend)
+  std::string key;          // cache key: device, name and build
+  std::string measured_at;  // UTC, ISO 8601
+  bool from_cache = false;  // true when peaks_for() found it in the cache file
+  int threads = 0;          // CPU threads used (CPU); 0 on a GPU
+
+  // ---- compute: FLOP/s, a multiply-add counted as 2 ----
+  double fp32_flops = 0;  // float32 GEMM, square gemm_n x gemm_n (CPU: OpenBLAS on all threads;
+                          // GPU: cuBLAS with full FP32 arithmetic, no tensor cores)
+  int64_t gemm_n = 0;
+  double tf32_flops = 0;  // GPU: float32 GEMM allowed TF32 tensor cores; 0 = not measured
+  double bf16_flops = 0;  // GPU: bfloat16 GEMM with float32 accumulation; 0 = not measured
+  // GEMM time model t(F) = gemm_overhead_s + F / fp32_flops, fitted to square GEMMs from 32 to
+  // 512 (what small layers get: thread start-up and packing dominate tiny GEMMs).
+  double gemm_overhead_s = 0;
+
+  // ---- memory: bytes/s, reads plus writes (a copy of N bytes moves 2N) ----
+  double mem_bandwidth = 0;  // device memory: a large copy (CPU: all threads; GPU: on device)
+  // Host <-> device over the bus (GPU only; 0 on the CPU).
+  double h2d_pinned = 0, h2d_pageable = 0, d2h_pinned = 0, d2h_pageable = 0;
+
+  // ---- latency, seconds ----
+  double launch_s = 0;    // GPU: one empty kernel, back to back; CPU: equal to op_s
+  double op_s = 0;        // one tiny op through Freight (checks, allocation, kernel), no autograd
+  double train_op_s = 0;  // one tiny op recorded on the tape: forward, its node, its backward
+
+  double spread = 0;  // (slowest − fastest) / median of the GEMM runs: how noisy the machine was
+
+  // Ridge point of the roofline: the arithmetic intensity (FLOP/byte) above which fp32 compute,
+  // not memory, bounds an op.
+  double ridge() const { return mem_bandwidth > 0 ? fp32_flops / mem_bandwidth : 0; }
+  // Roofline bound on the rate of an op of `intensity` FLOP/byte: min(peak, intensity × bw).
+  double roof(double intensity) const;
+};
+
+// Measures the peaks of `device` now (a few seconds) and stores them in the cache.
+DevicePeaks measure_peaks(Device device);
+// The cached peaks of `device` for this build, or measure_peaks(device) when there are none.
+DevicePeaks peaks_for(Device device);
+
+// The cache file used (see above), and reading/writing one entry (for tests and tools).
+std::string peaks_cache_path();
+void save_peaks(const DevicePeaks& peaks, const std::string& path);
+// false when the file has no entry for `key` (or does not exist); a corrupt file is an error
+// naming it.
+bool load_peaks(const std::string& key, const std::string& path, DevicePeaks& out);
+// The cache key of `device` for this build.
+std::string peaks_key(Device device);
+
+}  // namespace freight

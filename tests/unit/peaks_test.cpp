@@ -1,0 +1,152 @@
+// Device peaks: the cache round-trips every field, is keyed by device and build, rejects a
+// corrupt file with a message naming it; a real CPU measurement gives sane figures.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "freight/error.h"
+#include "freight/peaks.h"
+
+namespace freight {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Peaks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("freight_peaks_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    file_ = (dir_ / "sub" / "peaks.json").string();
+    const char* old = std::getenv("FREIGHT_PEAKS_FILE");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv("FREIGHT_PEAKS_FILE", file_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_)
+      ::setenv("FREIGHT_PEAKS_FILE", old_.c_str(), 1);
+    else
+      ::unsetenv("FREIGHT_PEAKS_FILE");
+    fs::remove_all(dir_);
+  }
+  static DevicePeaks fake(const std::string& key) {
+    DevicePeaks p;
+    p.device = Device::cuda(1);
+    p.name = "Fake GPU";
+    p.build = "test build";
+    p.key = key;
+    p.measured_at = "2000-01-01T00:00:00Z";
+    p.threads = 3;
+    p.fp32_flops = 1.25e12;
+    p.gemm_n = 4096;
+    p.tf32_flops = 2.5e12;
+    p.bf16_flops = 5e12;
+    p.gemm_overhead_s = 4.5e-6;
+    p.mem_bandwidth = 2e11;
+    p.h2d_pinned = 2.1e10;
+    p.h2d_pageable = 1.1e10;
+    p.d2h_pinned = 2.2e10;
+    p.d2h_pageable = 1.2e10;
+    p.launch_s = 3e-6;
+    p.op_s = 7e-6;
+    p.train_op_s = 2e-5;
+    p.spread = 0.03;
+    return p;
+  }
+  fs::path dir_;
+  std::string file_, old_;
+  bool had_ = false;
+};
+
+TEST_F(Peaks, CacheRoundTripsEveryField) {
+  EXPECT_EQ(peaks_cache_path(), file_);
+  DevicePeaks a = fake("key A"), b = fake("key B");
+  b.fp32_flops = 9e9;
+  save_peaks(a, file_);  // creates the directory
+  save_peaks(b, file_);  // a second entry keeps the first
+  DevicePeaks r;
+  ASSERT_TRUE(load_peaks("key A", file_, r));
+  EXPECT_TRUE(r.from_cache);
+  EXPECT_EQ(r.key, "key A");
+  EXPECT_EQ(r.device, Device::cuda(1));
+  EXPECT_EQ(r.name, a.name);
+  EXPECT_EQ(r.build, a.build);
+  EXPECT_EQ(r.measured_at, a.measured_at);
+  EXPECT_EQ(r.threads, a.threads);
+  EXPECT_EQ(r.gemm_n, a.gemm_n);
+  for (auto [got, want] : {std::pair{r.fp32_flops, a.fp32_flops},
+                           {r.tf32_flops, a.tf32_flops},
+                           {r.bf16_flops, a.bf16_flops},
+                           {r.gemm_overhead_s, a.gemm_overhead_s},
+                           {r.mem_bandwidth, a.mem_bandwidth},
+                           {r.h2d_pinned, a.h2d_pinned},
+                           {r.h2d_pageable, a.h2d_pageable},
+                           {r.d2h_pinned, a.d2h_pinned},
+                           {r.d2h_pageable, a.d2h_pageable},
+                           {r.launch_s, a.launch_s},
+                           {r.op_s, a.op_s},
+                           {r.train_op_s, a.train_op_s},
+                           {r.spread, a.spread}})
+    EXPECT_DOUBLE_EQ(got, want);
+  ASSERT_TRUE(load_peaks("key B", file_, r));
+  EXPECT_DOUBLE_EQ(r.fp32_flops, 9e9);
+  EXPECT_FALSE(load_peaks("key C", file_, r));
+  EXPECT_FALSE(load_peaks("key A", (dir_ / "none.json").string(), r));
+}
+
+TEST_F(Peaks, PeaksForUsesTheCachedEntryOfThisDeviceAndBuild) {
+  DevicePeaks p = fake(peaks_key(Device::cpu()));
+  p.device = Device::cpu();
+  p.fp32_flops = 123e9;  // no real CPU measures exactly this
+  save_peaks(p, file_);
+  DevicePeaks got = peaks_for(Device::cpu());
+  EXPECT_TRUE(got.from_cache);
+  EXPECT_DOUBLE_EQ(got.fp32_flops, 123e9);
+  EXPECT_NE(peaks_key(Device::cpu()).find("cpu"), std::string::npos);
+}
+
+TEST_F(Peaks, CorruptCacheIsAnErrorNamingTheFile) {
+  fs::create_directories(fs::path(file_).parent_path());
+  std::ofstream(file_) << "{ not json";
+  DevicePeaks r;
+  try {
+    load_peaks("x", file_, r);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file_), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Peaks, RooflineAndRidge) {
+  DevicePeaks p = fake("k");
+  EXPECT_DOUBLE_EQ(p.ridge(), 1.25e12 / 2e11);
+  EXPECT_DOUBLE_EQ(p.roof(1.0), 2e11);       // memory-bound
+  EXPECT_DOUBLE_EQ(p.roof(100.0), 1.25e12);  // compute-bound
+}
+
+TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {
+  DevicePeaks p = measure_peaks(Device::cpu());
+  EXPECT_FALSE(p.from_cache);
+  EXPECT_GT(p.fp32_flops, 1e9);  // any CPU of this century, even a loaded one
+  EXPECT_LT(p.fp32_flops, 1e14);
+  EXPECT_GT(p.mem_bandwidth, 1e8);
+  EXPECT_GT(p.op_s, 0);
+  EXPECT_LT(p.op_s, 1e-3);
+  EXPECT_GT(p.train_op_s, 0);
+  EXPECT_EQ(p.launch_s, p.op_s);
+  EXPECT_EQ(p.h2d_pinned, 0);
+  EXPECT_GE(p.gemm_overhead_s, 0);
+  DevicePeaks cached;
+  ASSERT_TRUE(load_peaks(peaks_key(Device::cpu()), file_, cached));
+  EXPECT_DOUBLE_EQ(cached.fp32_flops, p.fp32_flops);
+  EXPECT_TRUE(peaks_for(Device::cpu()).from_cache);
+}
+
+}  // namespace
+}  // namespace freight
