@@ -25,8 +25,19 @@
 // grouping, not the counts, is in the table key, so the table survives from step to step. More
 // than 32 distinct step counts (parameters added to the optimizer at many different times) take
 // one launch per run of parameters holding at most 32.
+//
+// CUDA graphs. A captured launch replays its arguments, so with step scalars (the config's
+// `scalars`, ops/kernels/optim.h) the kernels take the address of the float64 {lr, 1 − β1ᵗ,
+// 1 − β2ᵗ} instead and derive the step size, √(1 − β2ᵗ) and AdamW's 1 − lr·wd from it on the
+// device, in double as the host would (the product unfused), so a replay uses the current lr
+// and bias corrections and matches the eager path bit for bit. Every parameter is then at the
+// same step count (the optimizer checks it), so there is one group. A table built during a
+// capture (the step's gradients live in the graph's pool, so the eager steps' tables miss) is
+// uploaded on the copy stream, outside the graph, and is never evicted afterwards: the graph
+// reads it at every replay. A table that hits during a capture is kept likewise.
 #include <cmath>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -45,6 +56,7 @@ constexpr size_t kCachedTables = 8;
 struct SgdArgs {
   double lr, momentum, keep, wd;  // keep = 1 − dampening
   bool decay, nesterov;
+  const double* scalars;  // step scalars {lr}, replacing `lr` when not null
 };
 
 struct AdamArgs {
@@ -52,6 +64,9 @@ struct AdamArgs {
   bool l2, decoupled, low;
   double step_size[kMaxGroups];  // lr / (1 − β1ᵗ) of each step group
   double bc2_sqrt[kMaxGroups];   // √(1 − β2ᵗ)
+  // Step scalars {lr, 1 − β1ᵗ, 1 − β2ᵗ}: when not null they replace step_size[0], bc2_sqrt[0]
+  // and shrink (there is one group).
+  const double* scalars;
 };
 
 // ---------------------------------------------------------------- device code
@@ -61,7 +76,8 @@ __device__ void sgd_chunk(const MultiTensorEntry& te, int64_t begin, int64_t end
   T* p = static_cast<T*>(te.p);
   const T* g = static_cast<const T*>(te.g);
   T* buf = static_cast<T*>(te.s1);
-  const T lr = T(a.lr), wd = T(a.wd), mu = T(a.momentum), keep = T(a.keep);
+  const T lr = T(a.scalars ? a.scalars[0] : a.lr);
+  const T wd = T(a.wd), mu = T(a.momentum), keep = T(a.keep);
   const bool fresh = te.aux != 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const T d = a.decay ? g[i] + wd * p[i] : g[i];
@@ -98,9 +114,19 @@ __device__ void adam_chunk(const MultiTensorEntry& te, int64_t begin, int64_t en
   const T* g = static_cast<const T*>(te.g);
   T* m = static_cast<T*>(te.s1);
   T* v = static_cast<T*>(te.s2);
-  const T step_size = T(a.step_size[te.aux]), bc2_sqrt = T(a.bc2_sqrt[te.aux]);
+  T step_size, bc2_sqrt, shrink;
+  if (a.scalars) {  // in double, as the host computes the plain path's values
+    const double lr = a.scalars[0];
+    step_size = T(lr / a.scalars[1]);
+    bc2_sqrt = T(d_sqrt(a.scalars[2]));
+    shrink = T(1.0 - __dmul_rn(lr, a.wd));  // __dmul_rn: never fused into an FMA
+  } else {
+    step_size = T(a.step_size[te.aux]);
+    bc2_sqrt = T(a.bc2_sqrt[te.aux]);
+    shrink = T(a.shrink);
+  }
   const T b2 = T(a.beta2), w1 = T(a.w1), one_b2 = T(a.one_b2);
-  const T eps = T(a.eps), wd = T(a.wd), shrink = T(a.shrink);
+  const T eps = T(a.eps), wd = T(a.wd);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     // m = lerp(m, g, 1 − β1) from the nearer end; v = β2·v + (1 − β2)·g·g;
     // p = p − (lr / bc1)·(m / (√v / √bc2 + ε)).
@@ -137,6 +163,7 @@ struct CachedTable {
   Tensor table;  // device bytes
   MultiTensorLayout layout;
   uint64_t last_use = 0;
+  bool in_graph = false;  // used by a captured launch: a graph may read it at any replay
 };
 
 struct TableCache {
@@ -158,8 +185,28 @@ uint64_t bits(const void* p) {
   return uint64_t(reinterpret_cast<uintptr_t>(p));
 }
 
+bool capturing(int dev) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  FREIGHT_CUDA_CHECK(cudaStreamIsCapturing(stream(dev), &st));
+  return st != cudaStreamCaptureStatusNone;
+}
+
+// Copies a table to the device outside any capture: on the copy stream, waited for, in relaxed
+// capture mode (this thread is capturing the compute stream, and a host copy cannot be part of
+// a graph). The contents never change afterwards, so every replay reads what was copied.
+void upload_outside_capture(void* dst, const std::vector<unsigned char>& bytes, int dev) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  FREIGHT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  cudaError_t err = cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
+                                    copy_stream(dev));
+  if (err == cudaSuccess) err = cudaStreamSynchronize(copy_stream(dev));
+  FREIGHT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  FREIGHT_CUDA_CHECK(err);
+}
+
 // The device table holding tc.entries (call with tc.mu held; valid until the next call).
 const CachedTable& device_table(TableCache& tc, TableKind kind, int dev) {
+  const bool in_capture = capturing(dev);
   tc.key.clear();
   tc.key.push_back(kind);
   tc.key.push_back(uint64_t(dev));
@@ -176,23 +223,34 @@ const CachedTable& device_table(TableCache& tc, TableKind kind, int dev) {
   for (CachedTable& t : tc.tables)
     if (t.key == tc.key) {
       t.last_use = tc.clock;
+      t.in_graph = t.in_graph || in_capture;
       return t;
     }
   CachedTable fresh;
   fresh.key = tc.key;
   fresh.last_use = tc.clock;
   fresh.layout = build_multi_tensor_table(tc.entries, tc.bytes);
+  fresh.in_graph = in_capture;
   fresh.table = Tensor::empty({int64_t(tc.bytes.size())}, DType::U8, Device::cuda(dev));
-  if (!tc.bytes.empty())
-    FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(), tc.bytes.size(),
-                                       cudaMemcpyHostToDevice, stream(dev)));
-  if (tc.tables.size() < kCachedTables) {
+  if (!tc.bytes.empty()) {
+    if (in_capture)
+      upload_outside_capture(fresh.table.data_ptr(), tc.bytes, dev);
+    else
+      FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(),
+                                         tc.bytes.size(), cudaMemcpyHostToDevice, stream(dev)));
+  }
+  // Evict the least recently used table that no graph uses, once kCachedTables are evictable.
+  CachedTable* oldest = nullptr;
+  size_t evictable = 0;
+  for (CachedTable& t : tc.tables) {
+    if (t.in_graph) continue;
+    ++evictable;
+    if (!oldest || t.last_use < oldest->last_use) oldest = &t;
+  }
+  if (evictable < kCachedTables || !oldest) {
     tc.tables.push_back(std::move(fresh));
     return tc.tables.back();
   }
-  CachedTable* oldest = &tc.tables[0];
-  for (CachedTable& t : tc.tables)
-    if (t.last_use < oldest->last_use) oldest = &t;
   *oldest = std::move(fresh);
   return *oldest;
 }
@@ -230,6 +288,16 @@ MultiTensorEntry entry_for(const Tensor& p, const Tensor& g, const Tensor* s1, c
           aux};
 }
 
+// The device address of the step scalars (ops/kernels/optim.h), or null without them.
+const double* step_scalars(const Tensor& scalars, int64_t count, int dev, const char* kernel) {
+  if (!scalars.defined()) return nullptr;
+  FREIGHT_CHECK(scalars.dtype() == DType::F64 && scalars.is_contiguous() &&
+                    scalars.numel() >= count && scalars.device() == Device::cuda(dev),
+                std::string(kernel) + " (cuda): step scalars must be a contiguous float64 tensor " +
+                    "of at least " + std::to_string(count) + " values on the parameters' device");
+  return static_cast<const double*>(scalars.data_ptr());
+}
+
 // ---------------------------------------------------------------- slots
 void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                    const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
@@ -257,6 +325,7 @@ void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>&
   a.wd = cfg.weight_decay;
   a.decay = cfg.weight_decay != 0;
   a.nesterov = cfg.nesterov;
+  a.scalars = step_scalars(cfg.scalars, 1, dev, "sgd_step");
   auto* base = static_cast<unsigned char*>(t.table.data_ptr());
   sgd_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
       reinterpret_cast<const MultiTensorEntry*>(base),
@@ -285,6 +354,7 @@ void adam_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>
   a.l2 = !cfg.decoupled && cfg.weight_decay != 0;
   a.decoupled = cfg.decoupled && cfg.weight_decay != 0;
   a.low = cfg.beta1 > 0.5;  // lerp from the nearer end, as PyTorch
+  a.scalars = step_scalars(cfg.scalars, 3, dev, "adam_step");
   TableCache& tc = table_cache();
   std::lock_guard<std::mutex> lock(tc.mu);  // held until the launches are queued
   // Runs of consecutive parameters with at most kMaxGroups distinct step counts; one run unless
@@ -297,7 +367,9 @@ void adam_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>
     for (; k < count; ++k) {
       FREIGHT_CHECK(steps[k] >= 1, "adam_step (cuda): step counts start at 1");
       int gi = 0;
-      while (gi < groups && group_step[gi] != steps[k]) ++gi;
+      // With step scalars every parameter is at the scalars' step: one group, whose values the
+      // kernel reads from them.
+      while (gi < groups && group_step[gi] != steps[k] && !a.scalars) ++gi;
       if (gi == groups) {
         if (groups == kMaxGroups) break;  // this parameter starts the next run
         group_step[gi] = steps[k];
