@@ -17,9 +17,11 @@
 //  * deterministic mode (cuda::deterministic(), set through freight::set_deterministic): only
 //    algorithms cuDNN reports as deterministic (for the backward passes that excludes
 //    BWD_DATA_ALGO_0 and BWD_FILTER_ALGO_0/3, which accumulate with atomics);
-//  * float32 math: unless float32 GEMMs were allowed TF32 (set_gemm_math_mode), a float32
-//    convolution uses CUDNN_FMA_MATH and never a tensor-op algorithm, so it rounds as plain FP32
-//    arithmetic does (CUDNN_DEFAULT_MATH would let Ampere and later GPUs use TF32).
+//  * float32 math: unless float32 GEMMs run in TF32 (gemm_math_mode: freight::precision() TF32
+//    or BF16, or set_gemm_math_mode), a float32 convolution uses CUDNN_FMA_MATH and never a
+//    tensor-op algorithm, so it rounds as plain FP32 arithmetic does (CUDNN_DEFAULT_MATH would
+//    let Ampere and later GPUs use TF32). Under BF16 convolutions run as under TF32 (float32
+//    data, tensor-op math allowed): bfloat16 descriptors are not done yet.
 // Candidates come in cuDNN's order of expected speed; the first that succeeds, passes the
 // restrictions, is accepted by cudnnGetConvolution*WorkspaceSize with the math type it was
 // proposed with, and needs at most 1 GiB of workspace is taken; when none qualifies, the
