@@ -2,11 +2,14 @@
 // weight decay, Nesterov), Adam (with L2 decay, with β1 < 0.5), AdamW, over several steps with
 // random gradients, on parameter sizes around the chunk boundary, float32 and float64 mixed in
 // one optimizer; parameters with many different step counts (more step groups than one launch
-// carries); and the steady state, which allocates nothing. Skips without a GPU.
+// carries); the step scalars of CUDA graphs (bit for bit the plain path, with a learning rate
+// that changes every step); and the steady state, which allocates nothing. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "cuda/cuda_compare.h"
 #include "freight/freight.h"
@@ -116,6 +119,47 @@ TEST_F(OptimCuda, ParametersWithManyDifferentStepCounts) {
       "sgd with momentum", specs,
       [](const std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9); }, 12,
       [](int step, size_t k) { return step >= int(k % 10); });
+}
+
+// With step scalars the kernels read lr and the bias corrections from device memory (what a
+// replayed CUDA graph sees); the updates must be those of the plain path bit for bit, also when
+// the learning rate changes between steps.
+TEST_F(OptimCuda, StepScalarsGiveThePlainPathsUpdatesBitForBit) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  using P = const std::vector<Tensor>&;
+  const std::vector<std::pair<std::string, MakeOptimizer>> makers = {
+      {"sgd", [](P p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01, true); }},
+      {"adam", [](P p) {
+         return std::make_unique<optim::Adam>(p, 1e-2, std::pair{0.9, 0.999}, 1e-8, 0.1);
+       }},
+      {"adamw", [](P p) { return std::make_unique<optim::AdamW>(p, 1e-2); }}};
+  for (const auto& [name, make] : makers) {
+    SCOPED_TRACE(name);
+    Generator gen(62);
+    std::vector<Tensor> plain, scaled;
+    for (const ParamSpec& s : kMixed) {
+      Tensor p = Tensor::normal({s.n}, 0, 1, s.dtype, Device::cpu(), &gen);
+      plain.push_back(p.to(kGpu).set_requires_grad(true));
+      scaled.push_back(p.to(kGpu).set_requires_grad(true));
+    }
+    std::unique_ptr<optim::Optimizer> a = make(plain), b = make(scaled);
+    b->use_step_scalars();
+    for (int step = 0; step < 5; ++step) {
+      for (size_t k = 0; k < kMixed.size(); ++k) {
+        Tensor g = Tensor::normal({kMixed[k].n}, 0, 1, kMixed[k].dtype, Device::cpu(), &gen);
+        plain[k].set_grad(g.to(kGpu));
+        scaled[k].set_grad(g.to(kGpu));
+      }
+      const double lr = 0.02 / (1 + step);
+      a->set_lr(lr);
+      b->set_lr(lr);
+      b->prepare_step();
+      a->step();
+      b->step();
+      for (size_t k = 0; k < kMixed.size(); ++k)
+        ASSERT_TRUE(same_values(scaled[k], plain[k])) << "parameter " << k << ", step " << step;
+    }
+  }
 }
 
 TEST_F(OptimCuda, TheSteadyStateAllocatesNothing) {
