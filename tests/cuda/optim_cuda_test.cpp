@@ -128,7 +128,7 @@ TEST_F(OptimCuda, StepScalarsGiveThePlainPathsUpdatesBitForBit) {
   FREIGHT_SKIP_WITHOUT_CUDA();
   using P = const std::vector<Tensor>&;
   const std::vector<std::pair<std::string, MakeOptimizer>> makers = {
-      {"sgd", [](P p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01, true); }},
+      {"sgd", [](P p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0, 0.01, true); }},
       {"adam", [](P p) {
          return std::make_unique<optim::Adam>(p, 1e-2, std::pair{0.9, 0.999}, 1e-8, 0.1);
        }},
