@@ -62,9 +62,10 @@ std::vector<DeviceInfo> list_devices();
 //   TF32  float32 tensors, but GEMM and convolution inputs are rounded to TF32 (10-bit
 //         mantissa) on the tensor cores, with float32 accumulation: cuBLAS
 //         CUBLAS_TF32_TENSOR_OP_MATH; cuDNN CUDNN_TENSOR_OP_MATH.
-//   BF16  GEMM and convolution inputs converted to bfloat16 for the tensor cores, float32
+//   BF16  GEMM inputs converted to bfloat16 for the tensor cores, float32
 //         accumulation and float32 outputs (cublasGemmEx with CUDA_R_16BF inputs,
-//         CUBLAS_COMPUTE_32F; cuDNN: bfloat16 x/w descriptors, float compute type). Parameters
+//         CUBLAS_COMPUTE_32F; convolutions for now run as under TF32, float32 data with
+//         CUDNN_TENSOR_OP_MATH, bfloat16 descriptors not done yet). Parameters
 //         (the master weights), gradients, optimizer state, activations between layers and the
 //         loss stay float32.
 // Float64 work is never affected. Read by the CUDA GEMM (blas.cu) and convolution code at each
@@ -79,7 +80,8 @@ Precision parse_precision(std::string_view text);  // throws naming the accepted
 // GPU and build. Freight's own kernels always are (fixed-order reductions, no floating-point
 // atomics); cuBLAS is for a fixed stream and workspace, which Freight keeps. When on, the
 // convolution code picks deterministic cuDNN algorithms only (no atomics-based backward
-// algorithms, no timing-based choice). Off by default.
+// algorithms, no timing-based choice), chosen from the next call on (the mode is part of the
+// cached convolution plan's key). The CPU kernels are deterministic already. Off by default.
 void set_deterministic(bool on);
 bool deterministic();
 

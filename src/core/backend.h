@@ -44,6 +44,10 @@ class DeviceBackend {
   virtual MemoryStats memory_stats(int index) = 0;
   virtual void reset_peak(int index) = 0;
   virtual void empty_cache(int index) = 0;
+  // Deterministic mode (freight::set_deterministic): a backend that chooses among algorithms
+  // keeps to reproducible ones while it is on. The default does nothing (the CPU kernels are
+  // deterministic already).
+  virtual void set_deterministic(bool on) {}
   // Description of device `index` (see DeviceInfo); the default names the backend only.
   virtual DeviceInfo info(int index) {
     DeviceInfo d;

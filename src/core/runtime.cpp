@@ -62,6 +62,8 @@ Precision parse_precision(std::string_view text) {
 
 void set_deterministic(bool on) {
   g_deterministic = on;
+  for (DeviceType t : {DeviceType::CPU, DeviceType::CUDA})
+    if (has_backend(t)) backend_for(t).set_deterministic(on);
 }
 bool deterministic() {
   return g_deterministic;

@@ -1,12 +1,19 @@
 // Host-side logic of the CUDA backend, checked without a GPU (these tests run everywhere): the
-// view coalescing and offset arithmetic that the strided kernels use, and the row-major to
-// column-major mapping of GEMM onto cuBLAS, run through a naive GEMM with BLAS semantics.
+// view coalescing and offset arithmetic that the strided kernels use, the row-major to
+// column-major mapping of GEMM onto cuBLAS, run through a naive GEMM with BLAS semantics, the
+// pooling window arithmetic against brute force, and the work items of the fused optimizer
+// launches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/gemm_plan.h"
+#include "backend/cuda/multi_tensor.h"
+#include "backend/cuda/pool_windows.h"
 #include "backend/cuda/tensor_args.h"
 #include "freight/freight.h"
 
@@ -168,6 +175,85 @@ TEST(CudaHostLogic, GemmPlanComputesTheRowMajorProduct) {
       }
     }
   }
+}
+
+// Every pooling geometry the op accepts (padding at most half the kernel, the kernel inside the
+// padded input), small enough to enumerate: the windows covering each input position are
+// exactly those whose span holds it, and window extents are the spans clipped to the axis.
+TEST(CudaHostLogic, PoolWindowArithmeticMatchesBruteForce) {
+  int checked = 0;
+  for (int64_t len = 1; len <= 9; ++len)
+    for (int64_t kernel = 1; kernel <= 5; ++kernel)
+      for (int64_t stride = 1; stride <= 4; ++stride)
+        for (int64_t pad = 0; 2 * pad <= kernel; ++pad) {
+          if (len + 2 * pad < kernel) continue;
+          const int64_t out = (len + 2 * pad - kernel) / stride + 1;
+          const std::string what = "len " + std::to_string(len) + " kernel " +
+                                   std::to_string(kernel) + " stride " + std::to_string(stride) +
+                                   " pad " + std::to_string(pad);
+          for (int64_t i = 0; i < out; ++i) {
+            const IndexRange e = window_extent(i, stride, pad, kernel, len);
+            int64_t lo = len, hi = 0;  // brute force: the span's positions inside [0, len)
+            for (int64_t k = 0; k < kernel; ++k) {
+              const int64_t p = i * stride - pad + k;
+              if (p >= 0 && p < len) lo = std::min(lo, p), hi = std::max(hi, p + 1);
+            }
+            ASSERT_LT(lo, hi) << what << ": window " << i << " lies in the padding";
+            EXPECT_EQ(e.lo, lo) << what << ", window " << i;
+            EXPECT_EQ(e.hi, hi) << what << ", window " << i;
+          }
+          for (int64_t pos = 0; pos < len; ++pos) {
+            const IndexRange r = windows_covering(pos, stride, pad, kernel, out);
+            for (int64_t i = 0; i < out; ++i) {
+              const bool covers = i * stride - pad <= pos && pos < i * stride - pad + kernel;
+              const bool listed = r.lo <= i && i < r.hi;
+              ASSERT_EQ(listed, covers) << what << ", position " << pos << ", window " << i;
+            }
+            ++checked;
+          }
+        }
+  EXPECT_GT(checked, 500);
+}
+
+// The work items of a fused multi-tensor launch cover every element of every tensor exactly
+// once (sizes around the chunk boundary, empty tensors included), and the serialised entries
+// read back unchanged.
+TEST(CudaHostLogic, MultiTensorTableCoversEveryElementOnce) {
+  const int64_t C = kMultiTensorChunk;
+  const std::vector<int64_t> sizes = {0, 1, 7, C - 1, C, C + 1, 3 * C, 0, 2 * C + 5, 1};
+  std::vector<MultiTensorEntry> entries;
+  static float dummy[4];
+  for (size_t t = 0; t < sizes.size(); ++t)
+    entries.push_back(
+        {dummy + t % 4, dummy, nullptr, dummy + 1, sizes[t], int32_t(t % 2), int32_t(t)});
+  std::vector<unsigned char> bytes;
+  const MultiTensorLayout layout = build_multi_tensor_table(entries, bytes);
+  ASSERT_EQ(bytes.size(), layout.bytes());
+  ASSERT_EQ(layout.tensors, int64_t(sizes.size()));
+  ASSERT_EQ(layout.chunks_offset() % 8, 0u);
+  for (size_t t = 0; t < entries.size(); ++t) {
+    MultiTensorEntry back;
+    std::memcpy(&back, bytes.data() + t * sizeof(MultiTensorEntry), sizeof back);
+    EXPECT_EQ(back.p, entries[t].p);
+    EXPECT_EQ(back.n, entries[t].n);
+    EXPECT_EQ(back.dtype, entries[t].dtype);
+    EXPECT_EQ(back.aux, entries[t].aux);
+  }
+  std::vector<std::vector<int>> hits(sizes.size());
+  for (size_t t = 0; t < sizes.size(); ++t) hits[t].assign(size_t(sizes[t]), 0);
+  for (int64_t c = 0; c < layout.chunks; ++c) {
+    MultiTensorChunk item;
+    std::memcpy(&item, bytes.data() + layout.chunks_offset() + c * sizeof item, sizeof item);
+    ASSERT_GE(item.tensor, 0);
+    ASSERT_LT(item.tensor, int32_t(sizes.size()));
+    const int64_t n = sizes[size_t(item.tensor)];
+    const int64_t begin = int64_t(item.chunk) * C, end = std::min(n, begin + C);
+    ASSERT_LT(begin, end) << "an empty work item for tensor " << item.tensor;
+    for (int64_t i = begin; i < end; ++i) ++hits[size_t(item.tensor)][size_t(i)];
+  }
+  for (size_t t = 0; t < sizes.size(); ++t)
+    for (int64_t i = 0; i < sizes[t]; ++i)
+      ASSERT_EQ(hits[t][size_t(i)], 1) << "tensor " << t << ", element " << i;
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 // and --data-on-device against the CPU loader (bit-identical batches), the metrics kernel, CUDA
 // graphs (replays equal eager steps, the capture's memory stays private, a host sync inside a
 // capture is a clear error), whole training runs with graphs equal to eager ones, and the
-// precision modes. Every test skips without a GPU. The CPU emulation (emulation/README.md)
-// runs them with stand-ins for the CUDA kernels still being written; tests that need one of
-// those kernels skip on a real GPU until it exists.
+// precision modes. Every test skips without a GPU; the CPU emulation (emulation/README.md)
+// runs them. Tests that need a kernel slot check that it has a CUDA kernel (a build without one
+// skips them).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -36,9 +36,7 @@ const Device kGpu = Device::cuda(0);
 #define SKIP_WITHOUT_CUDA_KERNEL(slot)                              \
   do {                                                              \
     if (!::freight::kernels::slot.has(::freight::DeviceType::CUDA)) \
-      GTEST_SKIP() << "this build has no CUDA kernel for " #slot    \
-                      " yet (the emulation has "                    \
-                      "a stand-in)";                                \
+      GTEST_SKIP() << "this build has no CUDA kernel for " #slot;   \
   } while (0)
 
 bool emulated() {

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -32,11 +33,21 @@ std::string status_text(cudaError_t s) {
 std::string status_text(cublasStatus_t s) {
   return fmt::format("cuBLAS status {} ({})", int(s), cublasGetStatusString(s));
 }
+std::string status_text(cudnnStatus_t s) {
+  // cuDNN keeps a longer description of the most recent failure on this thread.
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  return fmt::format("cuDNN status {} ({}){}", int(s), cudnnGetErrorString(s),
+                     detail[0] ? fmt::format(": {}", detail) : std::string());
+}
 bool is_ok(cudaError_t s) {
   return s == cudaSuccess;
 }
 bool is_ok(cublasStatus_t s) {
   return s == CUBLAS_STATUS_SUCCESS;
+}
+bool is_ok(cudnnStatus_t s) {
+  return s == CUDNN_STATUS_SUCCESS;
 }
 
 void throw_status(const std::string& what, const char* call, const char* file, int line) {
@@ -44,6 +55,16 @@ void throw_status(const std::string& what, const char* call, const char* file, i
 }
 
 // ---------------------------------------------------------------- context
+namespace {
+std::atomic<bool> g_deterministic{false};
+}
+void set_deterministic(bool on) {
+  g_deterministic.store(on, std::memory_order_relaxed);
+}
+bool deterministic() {
+  return g_deterministic.load(std::memory_order_relaxed);
+}
+
 void set_device(int device) {
   thread_local int current = -1;
   if (current == device) return;
@@ -531,6 +552,7 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mu_);
     dev(index).cache.retire_pool(pool);
   }
+  void set_deterministic(bool on) override { cuda::set_deterministic(on); }
 
  private:
   struct Capture {

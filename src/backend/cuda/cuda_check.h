@@ -3,6 +3,7 @@
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <string>
 
@@ -12,8 +13,10 @@ namespace freight::cuda {
 
 std::string status_text(cudaError_t s);
 std::string status_text(cublasStatus_t s);
+std::string status_text(cudnnStatus_t s);
 bool is_ok(cudaError_t s);
 bool is_ok(cublasStatus_t s);
+bool is_ok(cudnnStatus_t s);
 
 [[noreturn]] void throw_status(const std::string& what, const char* call, const char* file,
                                int line);

@@ -40,6 +40,13 @@ void set_gemm_math_mode(DType dtype, cublasMath_t mode);
 void clear_gemm_math_mode(DType dtype);
 cublasMath_t gemm_math_mode(DType dtype);
 
+// Deterministic mode (freight::set_deterministic reaches it through the backend): when on,
+// kernels that choose among algorithms (the cuDNN convolutions) take only those whose results
+// are reproducible run to run. Read when an algorithm is chosen; choices are cached per mode.
+// Defined in cuda_backend.cpp.
+void set_deterministic(bool on);
+bool deterministic();
+
 // Launch geometry for a grid-stride loop over n elements.
 inline unsigned blocks_for(long long n, unsigned threads = 256) {
   long long b = (n + threads - 1) / threads;

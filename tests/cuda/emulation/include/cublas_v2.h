@@ -31,6 +31,9 @@ inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
 namespace emu {
 inline cudaStream_t g_cublas_stream = nullptr;  // one device, one handle
 }
+inline cublasStatus_t cublasDestroy(cublasHandle_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
 inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t s) {
   emu::g_cublas_stream = s;
   return CUBLAS_STATUS_SUCCESS;

@@ -6,6 +6,7 @@
 // invalidates the capture unless the thread switched to relaxed mode, a copy between host and
 // device memory cannot be captured, and cudaStreamEndCapture then fails.
 #pragma once
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -51,6 +52,7 @@ using cudaStream_t = struct CUstream_st*;
 using cudaEvent_t = struct CUevent_st*;
 constexpr unsigned cudaStreamNonBlocking = 1;
 constexpr unsigned cudaEventDisableTiming = 2;
+constexpr unsigned cudaHostAllocDefault = 0;
 constexpr unsigned cudaHostAllocPortable = 1;
 constexpr unsigned cudaHostAllocMapped = 2;
 
@@ -140,6 +142,10 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   *s = reinterpret_cast<cudaStream_t>(new int(0));  // distinct handles: capture is per stream
   return cudaSuccess;
 }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete reinterpret_cast<int*>(s);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (emu::capturing(s) || emu::unsafe_call_refused()) {
     std::lock_guard<std::mutex> lock(emu::g_capture_mu);
@@ -149,15 +155,30 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   }
   return cudaSuccess;
 }
+// An event holds the host time of its last record (work runs when queued, so that is when the
+// work before it finished): cudaEventElapsedTime measures host time (device peaks, peaks.cu).
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-  *e = reinterpret_cast<cudaEvent_t>(new int(0));
+  *e = reinterpret_cast<cudaEvent_t>(new double(0));
   return cudaSuccess;
+}
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  return cudaEventCreateWithFlags(e, 0);
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<int*>(e);
+  delete reinterpret_cast<double*>(e);
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) {
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
+  *reinterpret_cast<double*>(e) =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
+  *ms = float(*reinterpret_cast<double*>(stop) - *reinterpret_cast<double*>(start));
   return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t) {
@@ -220,6 +241,11 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyK
     return cudaErrorStreamCaptureUnsupported;  // a host copy cannot be part of a graph
   }
   if (n) emu::enqueue(stream, [d, s, n] { std::memcpy(d, s, n); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* d, int v, size_t n) {
+  if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
+  std::memset(d, v, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t stream = nullptr) {

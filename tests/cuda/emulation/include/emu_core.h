@@ -274,6 +274,10 @@ inline double atomicAdd(double* p, double v) {  // blocks run one at a time: no 
 inline float __fmaf_rn(float a, float b, float c) {
   return std::fma(a, b, c);
 }
+inline double __dmul_rn(double a, double b) {  // a product that is never fused
+  volatile double r = a * b;
+  return r;
+}
 inline int atomicCAS(int* p, int compare, int value) {
   int old = *p;
   if (old == compare) *p = value;

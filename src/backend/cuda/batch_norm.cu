@@ -1,0 +1,240 @@
+// CUDA kernels of batch normalisation on x viewed as [n, c, s], with the CPU's formulas
+// (batch_norm_cpu.cpp). Element q of channel ch (q in [0, n·s)) is x[(i·c + ch)·s + j] with
+// i = q / s, j = q % s.
+//
+// Statistics and backward: one block per channel (grid-stride over channels), threads_for_row
+//   (n·s) threads. Each thread sums its elements (stride blockDim) in double and block_reduce
+//   combines the partial sums in a fixed order, so results are reproducible run to run; thread 0
+//   writes the per-channel results. As on the CPU, the variance is computed from deviations
+//   d = x − K with K the channel's first value: mean = K + Σd/m, Σ(x − mean)² = Σd² − (Σd)²/m
+//   (clamped at 0), var = that / m (biased), invstd = 1/√(var + eps).
+//   The backward block goes on, after its sums, to write gx for its own channel, so the whole
+//   backward pass is one launch.
+// Forward: one thread per element, 256 per block, grid-stride: y = x·scale + shift with
+//   scale = invstd·γ and shift = β − mean·scale formed in T as the CPU forms them.
+// Running statistics and eval invstd: one thread per channel, 256 per block, in double.
+#include <cmath>
+
+#include "backend/cuda/block_reduce.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/dispatch.h"
+#include "ops/kernels/norm.h"
+
+namespace freight::cuda {
+namespace {
+
+template <class T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mptr(Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// Offset of element q of channel ch in the [n, c, s] layout.
+__device__ __forceinline__ int64_t channel_offset(int64_t q, int64_t ch, int64_t c, int64_t s) {
+  return ((q / s) * c + ch) * s + q % s;
+}
+
+template <class T>
+__global__ void stats_kernel(const T* x, int64_t n, int64_t c, int64_t s, double eps, T* mean,
+                             T* var, T* invstd) {
+  __shared__ double scratch[32];
+  const int64_t m = n * s;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {  // uniform across the block
+    const double shift = double(x[ch * s]);                 // element q = 0 of the channel
+    double sum_d = 0, sum_sq = 0;
+    for (int64_t q = threadIdx.x; q < m; q += blockDim.x) {
+      const double d = double(x[channel_offset(q, ch, c, s)]) - shift;
+      sum_d += d;
+      sum_sq += d * d;
+    }
+    sum_d = block_reduce(sum_d, 0.0, SumOp{}, scratch);
+    sum_sq = block_reduce(sum_sq, 0.0, SumOp{}, scratch);
+    if (threadIdx.x == 0) {
+      const double md = double(m);
+      const double mu = shift + sum_d / md;
+      const double sq = fmax(0.0, sum_sq - sum_d * sum_d / md);  // Σ(x − mean)²
+      const double v = sq / md;
+      mean[ch] = T(mu);
+      var[ch] = T(v);
+      invstd[ch] = T(1.0 / sqrt(v + eps));
+    }
+  }
+}
+
+void stats_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, double eps, Tensor& mean,
+                Tensor& var, Tensor& invstd) {
+  FREIGHT_CHECK(
+      x.is_contiguous() && mean.is_contiguous() && var.is_contiguous() && invstd.is_contiguous(),
+      "batch_norm_stats (cuda): operands must be contiguous");
+  FREIGHT_CHECK(n * s > 0, "batch_norm_stats (cuda): a channel has no values");
+  if (c == 0) return;
+  const int dev = x.device().index;
+  set_device(dev);
+  dispatch_floating(x.dtype(), "batch_norm_stats", [&](auto tag) {
+    using T = decltype(tag);
+    stats_kernel<T><<<blocks_for_rows(c), threads_for_row(n * s), 0, stream(dev)>>>(
+        static_cast<const T*>(x.data_ptr()), n, c, s, eps, mptr<T>(mean), mptr<T>(var),
+        mptr<T>(invstd));
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+template <class T>
+__global__ void update_running_kernel(const T* mean, const T* var, double momentum, double unbias,
+                                      int64_t c, T* running_mean, T* running_var) {
+  for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < c;
+       ch += int64_t(gridDim.x) * blockDim.x) {
+    running_mean[ch] = T((1 - momentum) * double(running_mean[ch]) + momentum * double(mean[ch]));
+    running_var[ch] =
+        T((1 - momentum) * double(running_var[ch]) + momentum * double(var[ch]) * unbias);
+  }
+}
+
+void update_running_cuda(const Tensor& mean, const Tensor& var, double momentum, int64_t count,
+                         Tensor& running_mean, Tensor& running_var) {
+  FREIGHT_CHECK(mean.is_contiguous() && var.is_contiguous() && running_mean.is_contiguous() &&
+                    running_var.is_contiguous(),
+                "batch_norm_update_running (cuda): operands must be contiguous");
+  const int64_t c = mean.numel();
+  if (c == 0) return;
+  const double unbias = double(count) / double(count - 1);  // Bessel's correction
+  const int dev = running_mean.device().index;
+  set_device(dev);
+  dispatch_floating(mean.dtype(), "batch_norm_update_running", [&](auto tag) {
+    using T = decltype(tag);
+    update_running_kernel<T>
+        <<<blocks_for(c), 256, 0, stream(dev)>>>(cptr<T>(mean), cptr<T>(var), momentum, unbias, c,
+                                                 mptr<T>(running_mean), mptr<T>(running_var));
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+template <class T>
+__global__ void invstd_kernel(const T* var, double eps, int64_t c, T* invstd) {
+  for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < c;
+       ch += int64_t(gridDim.x) * blockDim.x)
+    invstd[ch] = T(1.0 / sqrt(double(var[ch]) + eps));
+}
+
+void invstd_cuda(const Tensor& var, double eps, Tensor& invstd) {
+  FREIGHT_CHECK(var.is_contiguous() && invstd.is_contiguous(),
+                "batch_norm_invstd (cuda): operands must be contiguous");
+  const int64_t c = var.numel();
+  if (c == 0) return;
+  const int dev = invstd.device().index;
+  set_device(dev);
+  dispatch_floating(var.dtype(), "batch_norm_invstd", [&](auto tag) {
+    using T = decltype(tag);
+    invstd_kernel<T><<<blocks_for(c), 256, 0, stream(dev)>>>(cptr<T>(var), eps, c, mptr<T>(invstd));
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// weight and bias may be null (1 and 0).
+template <class T>
+__global__ void forward_kernel(const T* x, const T* mean, const T* invstd, const T* weight,
+                               const T* bias, int64_t c, int64_t s, int64_t total, T* y) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ch = (e / s) % c;
+    const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
+    const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
+    y[e] = x[e] * scale + shift;
+  }
+}
+
+void forward_cuda(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                  const Tensor& bias, int64_t n, int64_t c, int64_t s, Tensor& y) {
+  FREIGHT_CHECK(x.is_contiguous() && mean.is_contiguous() && invstd.is_contiguous() &&
+                    (!weight.defined() || weight.is_contiguous()) &&
+                    (!bias.defined() || bias.is_contiguous()) && y.is_contiguous(),
+                "batch_norm_forward (cuda): operands must be contiguous");
+  const int64_t total = n * c * s;
+  if (total == 0) return;
+  const int dev = y.device().index;
+  set_device(dev);
+  dispatch_floating(x.dtype(), "batch_norm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    forward_kernel<T><<<blocks_for(total), 256, 0, stream(dev)>>>(
+        cptr<T>(x), cptr<T>(mean), cptr<T>(invstd), cptr<T>(weight), cptr<T>(bias), c, s, total,
+        static_cast<T*>(y.data_ptr()));
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// Optional pointers: weight (1), gx, gweight, gbias (not wanted). `sums`: whether Σgy and
+// Σgy·(x − mean) are needed ((training && gx) || gweight || gbias); the same for every block.
+template <class T>
+__global__ void backward_kernel(const T* gy, const T* x, const T* mean, const T* invstd,
+                                const T* weight, bool training, bool sums, int64_t n, int64_t c,
+                                int64_t s, T* gx, T* gweight, T* gbias) {
+  __shared__ double scratch[32];
+  const int64_t m = n * s;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {  // uniform across the block
+    const double mu = double(mean[ch]);
+    double sum_dy = 0, sum_dy_xc = 0;  // Σ gy, Σ gy·(x − mean)
+    if (sums) {
+      for (int64_t q = threadIdx.x; q < m; q += blockDim.x) {
+        const int64_t o = channel_offset(q, ch, c, s);
+        sum_dy += double(gy[o]);
+        sum_dy_xc += double(gy[o]) * (double(x[o]) - mu);
+      }
+      sum_dy = block_reduce(sum_dy, 0.0, SumOp{}, scratch);
+      sum_dy_xc = block_reduce(sum_dy_xc, 0.0, SumOp{}, scratch);
+    }
+    const double is = double(invstd[ch]);
+    if (threadIdx.x == 0) {
+      if (gweight) gweight[ch] = T(sum_dy_xc * is);  // Σ gy·x̂
+      if (gbias) gbias[ch] = T(sum_dy);
+    }
+    if (!gx) continue;
+    // With A = γ·invstd: gx = A·gy in evaluation; in training (x̂ depends on x through the batch
+    // mean and invstd too) gx = A·gy − B·x + C with B = A·invstd²·Σ(gy·(x − mean))/m and
+    // C = B·mean − A·Σgy/m, the CPU's expansion.
+    const double md = double(m);
+    const double A = is * (weight ? double(weight[ch]) : 1.0);
+    const double B = training ? A * is * is * sum_dy_xc / md : 0.0;
+    const double C = training ? B * mu - A * sum_dy / md : 0.0;
+    const T ka = T(A), kb = T(-B), kc = T(C);
+    for (int64_t q = threadIdx.x; q < m; q += blockDim.x) {
+      const int64_t o = channel_offset(q, ch, c, s);
+      gx[o] = ka * gy[o] + kb * x[o] + kc;
+    }
+  }
+}
+
+void backward_cuda(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                   const Tensor& weight, bool training, int64_t n, int64_t c, int64_t s, Tensor& gx,
+                   Tensor& gweight, Tensor& gbias) {
+  FREIGHT_CHECK(gy.is_contiguous() && x.is_contiguous() && mean.is_contiguous() &&
+                    invstd.is_contiguous() && (!weight.defined() || weight.is_contiguous()) &&
+                    (!gx.defined() || gx.is_contiguous()) &&
+                    (!gweight.defined() || gweight.is_contiguous()) &&
+                    (!gbias.defined() || gbias.is_contiguous()),
+                "batch_norm_backward (cuda): operands must be contiguous");
+  const bool sums = (training && gx.defined()) || gweight.defined() || gbias.defined();
+  if (c == 0 || (!gx.defined() && !sums)) return;
+  const int dev = gy.device().index;
+  set_device(dev);
+  dispatch_floating(gy.dtype(), "batch_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    backward_kernel<T><<<blocks_for_rows(c), threads_for_row(n * s), 0, stream(dev)>>>(
+        cptr<T>(gy), cptr<T>(x), cptr<T>(mean), cptr<T>(invstd), cptr<T>(weight), training, sums, n,
+        c, s, mptr<T>(gx), mptr<T>(gweight), mptr<T>(gbias));
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+FREIGHT_REGISTER_KERNEL(kernels::batch_norm_stats, CUDA, stats_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::batch_norm_update_running, CUDA, update_running_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::batch_norm_invstd, CUDA, invstd_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::batch_norm_forward, CUDA, forward_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::batch_norm_backward, CUDA, backward_cuda);
+
+}  // namespace freight::cuda

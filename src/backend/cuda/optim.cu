@@ -1,0 +1,403 @@
+// CUDA kernels of the optimizers: one fused multi-tensor launch updates every parameter of a
+// step, with PyTorch's update rules in the order of operations of optim_cpu.cpp.
+//
+// The launch reads a device-side table (multi_tensor.h): per tensor its pointers (parameter,
+// gradient, state buffers), size, dtype and one small value (SGD: the buffer is fresh; Adam: the
+// index of its step group), then the work items (tensor, chunk of 8192 elements). Grid: one
+// block per work item, 256 threads, grid-stride over the items; a block reads its item and its
+// tensor's entry (the same for every thread, so the dtype branch is uniform) and its threads
+// stride over the chunk. float32 and float64 parameters may share a launch.
+//
+// Tables are cached per parameter set: the key is every value the table holds, so a hit can
+// only return a table with exactly the right contents. In a training loop the parameters and
+// state buffers never move, and the gradients come from the caching allocator in the same order
+// each step, so after the first steps every call hits: it compares the key, which lives in a
+// reused buffer, and launches, with no host allocation and no copy. A miss serialises the table
+// into a reused host buffer and copies it to a fresh device buffer on the stream (a pageable
+// source is consumed before cudaMemcpyAsync returns); the least recently used of 8 tables is
+// dropped, and its device buffer goes back to the caching allocator, where only later work on
+// the stream can reuse it.
+//
+// Step-dependent scalars are kernel arguments: SGD's are the same for every tensor; Adam's bias
+// corrections depend on each parameter's step count, so the parameters are put in groups of
+// equal step count (one group in an ordinary loop) and the launch carries the step size and
+// √(1 − β2ᵗ) of up to 32 groups, computed on the host in double exactly as the CPU does. The
+// grouping, not the counts, is in the table key, so the table survives from step to step. More
+// than 32 distinct step counts (parameters added to the optimizer at many different times) take
+// one launch per run of parameters holding at most 32.
+//
+// CUDA graphs. A captured launch replays its arguments, so with step scalars (the config's
+// `scalars`, ops/kernels/optim.h) the kernels take the address of the float64 {lr, 1 − β1ᵗ,
+// 1 − β2ᵗ} instead and derive the step size, √(1 − β2ᵗ) and AdamW's 1 − lr·wd from it on the
+// device, in double as the host would (the product unfused), so a replay uses the current lr
+// and bias corrections and matches the eager path bit for bit. Every parameter is then at the
+// same step count (the optimizer checks it), so there is one group. A table built during a
+// capture (the step's gradients live in the graph's pool, so the eager steps' tables miss) is
+// uploaded on the copy stream, outside the graph, and is never evicted afterwards: the graph
+// reads it at every replay. A table that hits during a capture is kept likewise.
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/dispatch.h"
+#include "backend/cuda/multi_tensor.h"
+#include "ops/kernels/optim.h"
+
+namespace freight::cuda {
+namespace {
+
+constexpr int kMaxGroups = 32;
+constexpr size_t kCachedTables = 8;
+
+struct SgdArgs {
+  double lr, momentum, keep, wd;  // keep = 1 − dampening
+  bool decay, nesterov;
+  const double* scalars;  // step scalars {lr}, replacing `lr` when not null
+};
+
+struct AdamArgs {
+  double beta2, w1, one_b2, eps, wd, shrink;  // w1 = 1 − β1, one_b2 = 1 − β2, shrink = 1 − lr·wd
+  bool l2, decoupled, low;
+  double step_size[kMaxGroups];  // lr / (1 − β1ᵗ) of each step group
+  double bc2_sqrt[kMaxGroups];   // √(1 − β2ᵗ)
+  // Step scalars {lr, 1 − β1ᵗ, 1 − β2ᵗ}: when not null they replace step_size[0], bc2_sqrt[0]
+  // and shrink (there is one group).
+  const double* scalars;
+};
+
+// ---------------------------------------------------------------- device code
+template <class T>
+__device__ void sgd_chunk(const MultiTensorEntry& te, int64_t begin, int64_t end,
+                          const SgdArgs& a) {
+  T* p = static_cast<T*>(te.p);
+  const T* g = static_cast<const T*>(te.g);
+  T* buf = static_cast<T*>(te.s1);
+  const T lr = T(a.scalars ? a.scalars[0] : a.lr);
+  const T wd = T(a.wd), mu = T(a.momentum), keep = T(a.keep);
+  const bool fresh = te.aux != 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const T d = a.decay ? g[i] + wd * p[i] : g[i];
+    if (!buf) {  // plain SGD: p ← p − lr·(g + wd·p)
+      p[i] -= lr * d;
+      continue;
+    }
+    // The first update copies d into the new buffer (no dampening), as PyTorch does.
+    const T m = fresh ? d : mu * buf[i] + keep * d;
+    buf[i] = m;
+    const T step = a.nesterov ? d + mu * m : m;
+    p[i] -= lr * step;
+  }
+}
+
+__global__ void sgd_kernel(const MultiTensorEntry* tensors, const MultiTensorChunk* chunks,
+                           int64_t num_chunks, SgdArgs a) {
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    const MultiTensorChunk item = chunks[c];
+    const MultiTensorEntry te = tensors[item.tensor];
+    const int64_t begin = int64_t(item.chunk) * kMultiTensorChunk;
+    const int64_t end = min(te.n, begin + kMultiTensorChunk);
+    if (te.dtype == 0)
+      sgd_chunk<float>(te, begin, end, a);
+    else
+      sgd_chunk<double>(te, begin, end, a);
+  }
+}
+
+template <class T>
+__device__ void adam_chunk(const MultiTensorEntry& te, int64_t begin, int64_t end,
+                           const AdamArgs& a) {
+  T* p = static_cast<T*>(te.p);
+  const T* g = static_cast<const T*>(te.g);
+  T* m = static_cast<T*>(te.s1);
+  T* v = static_cast<T*>(te.s2);
+  T step_size, bc2_sqrt, shrink;
+  if (a.scalars) {  // in double, as the host computes the plain path's values
+    const double lr = a.scalars[0];
+    step_size = T(lr / a.scalars[1]);
+    bc2_sqrt = T(d_sqrt(a.scalars[2]));
+    shrink = T(1.0 - __dmul_rn(lr, a.wd));  // __dmul_rn: never fused into an FMA
+  } else {
+    step_size = T(a.step_size[te.aux]);
+    bc2_sqrt = T(a.bc2_sqrt[te.aux]);
+    shrink = T(a.shrink);
+  }
+  const T b2 = T(a.beta2), w1 = T(a.w1), one_b2 = T(a.one_b2);
+  const T eps = T(a.eps), wd = T(a.wd);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    // m = lerp(m, g, 1 − β1) from the nearer end; v = β2·v + (1 − β2)·g·g;
+    // p = p − (lr / bc1)·(m / (√v / √bc2 + ε)).
+    const T pi = a.decoupled ? p[i] * shrink : p[i];
+    const T gi = a.l2 ? g[i] + wd * pi : g[i];
+    const T mi = a.low ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (T(1) - w1);
+    const T vi = b2 * v[i] + one_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const T denom = d_sqrt(vi) / bc2_sqrt + eps;
+    p[i] = pi - step_size * (mi / denom);
+  }
+}
+
+__global__ void adam_kernel(const MultiTensorEntry* tensors, const MultiTensorChunk* chunks,
+                            int64_t num_chunks, AdamArgs a) {
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    const MultiTensorChunk item = chunks[c];
+    const MultiTensorEntry te = tensors[item.tensor];
+    const int64_t begin = int64_t(item.chunk) * kMultiTensorChunk;
+    const int64_t end = min(te.n, begin + kMultiTensorChunk);
+    if (te.dtype == 0)
+      adam_chunk<float>(te, begin, end, a);
+    else
+      adam_chunk<double>(te, begin, end, a);
+  }
+}
+
+// ---------------------------------------------------------------- table cache
+enum TableKind : uint64_t { kSgdTable = 1, kAdamTable = 2 };
+
+struct CachedTable {
+  std::vector<uint64_t> key;
+  Tensor table;  // device bytes
+  MultiTensorLayout layout;
+  uint64_t last_use = 0;
+  bool in_graph = false;  // used by a captured launch: a graph may read it at any replay
+};
+
+struct TableCache {
+  std::mutex mu;
+  std::vector<CachedTable> tables;
+  uint64_t clock = 0;
+  // Scratch reused from call to call (its capacity stays), so a hit allocates nothing.
+  std::vector<uint64_t> key;
+  std::vector<MultiTensorEntry> entries;
+  std::vector<unsigned char> bytes;
+};
+
+TableCache& table_cache() {
+  static TableCache* cache = new TableCache();  // lives as long as the process
+  return *cache;
+}
+
+uint64_t bits(const void* p) {
+  return uint64_t(reinterpret_cast<uintptr_t>(p));
+}
+
+bool capturing(int dev) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  FREIGHT_CUDA_CHECK(cudaStreamIsCapturing(stream(dev), &st));
+  return st != cudaStreamCaptureStatusNone;
+}
+
+// Copies a table to the device outside any capture: on the copy stream, waited for, in relaxed
+// capture mode (this thread is capturing the compute stream, and a host copy cannot be part of
+// a graph). The contents never change afterwards, so every replay reads what was copied.
+void upload_outside_capture(void* dst, const std::vector<unsigned char>& bytes, int dev) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  FREIGHT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  cudaError_t err = cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
+                                    copy_stream(dev));
+  if (err == cudaSuccess) err = cudaStreamSynchronize(copy_stream(dev));
+  FREIGHT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  FREIGHT_CUDA_CHECK(err);
+}
+
+// The device table holding tc.entries (call with tc.mu held; valid until the next call).
+const CachedTable& device_table(TableCache& tc, TableKind kind, int dev) {
+  const bool in_capture = capturing(dev);
+  tc.key.clear();
+  tc.key.push_back(kind);
+  tc.key.push_back(uint64_t(dev));
+  tc.key.push_back(tc.entries.size());
+  for (const MultiTensorEntry& e : tc.entries) {
+    tc.key.push_back(bits(e.p));
+    tc.key.push_back(bits(e.g));
+    tc.key.push_back(bits(e.s1));
+    tc.key.push_back(bits(e.s2));
+    tc.key.push_back(uint64_t(e.n));
+    tc.key.push_back((uint64_t(uint32_t(e.dtype)) << 32) | uint32_t(e.aux));
+  }
+  ++tc.clock;
+  for (CachedTable& t : tc.tables)
+    if (t.key == tc.key) {
+      t.last_use = tc.clock;
+      t.in_graph = t.in_graph || in_capture;
+      return t;
+    }
+  CachedTable fresh;
+  fresh.key = tc.key;
+  fresh.last_use = tc.clock;
+  fresh.layout = build_multi_tensor_table(tc.entries, tc.bytes);
+  fresh.in_graph = in_capture;
+  fresh.table = Tensor::empty({int64_t(tc.bytes.size())}, DType::U8, Device::cuda(dev));
+  if (!tc.bytes.empty()) {
+    if (in_capture)
+      upload_outside_capture(fresh.table.data_ptr(), tc.bytes, dev);
+    else
+      FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(),
+                                         tc.bytes.size(), cudaMemcpyHostToDevice, stream(dev)));
+  }
+  // Evict the least recently used table that no graph uses, once kCachedTables are evictable.
+  CachedTable* oldest = nullptr;
+  size_t evictable = 0;
+  for (CachedTable& t : tc.tables) {
+    if (t.in_graph) continue;
+    ++evictable;
+    if (!oldest || t.last_use < oldest->last_use) oldest = &t;
+  }
+  if (evictable < kCachedTables || !oldest) {
+    tc.tables.push_back(std::move(fresh));
+    return tc.tables.back();
+  }
+  *oldest = std::move(fresh);
+  return *oldest;
+}
+
+int32_t dtype_code(const Tensor& t, const char* kernel) {
+  if (t.dtype() == DType::F32) return 0;
+  if (t.dtype() == DType::F64) return 1;
+  unsupported_dtype(kernel, t.dtype(), "float32 and float64");
+}
+
+// Checks that `other` matches parameter k (contiguous, same size, dtype and device).
+void check_match(const Tensor& p, const Tensor& other, size_t k, const char* what,
+                 const char* kernel) {
+  FREIGHT_CHECK(other.defined() && other.is_contiguous() && other.numel() == p.numel() &&
+                    other.dtype() == p.dtype() && other.device() == p.device(),
+                std::string(kernel) + " (cuda): the " + what + " of parameter " +
+                    std::to_string(k) + " must be contiguous and match it in size, dtype and " +
+                    "device");
+}
+
+MultiTensorEntry entry_for(const Tensor& p, const Tensor& g, const Tensor* s1, const Tensor* s2,
+                           int32_t aux, size_t k, int dev, const char* kernel) {
+  FREIGHT_CHECK(p.is_contiguous() && p.device() == Device::cuda(dev),
+                std::string(kernel) + " (cuda): parameter " + std::to_string(k) +
+                    " must be contiguous and on the device of parameter 0");
+  check_match(p, g, k, "gradient", kernel);
+  if (s1) check_match(p, *s1, k, "first state buffer", kernel);
+  if (s2) check_match(p, *s2, k, "second state buffer", kernel);
+  return {p.data_ptr(),
+          g.data_ptr(),
+          s1 ? s1->data_ptr() : nullptr,
+          s2 ? s2->data_ptr() : nullptr,
+          p.numel(),
+          dtype_code(p, kernel),
+          aux};
+}
+
+// The device address of the step scalars (ops/kernels/optim.h), or null without them.
+const double* step_scalars(const Tensor& scalars, int64_t count, int dev, const char* kernel) {
+  if (!scalars.defined()) return nullptr;
+  FREIGHT_CHECK(scalars.dtype() == DType::F64 && scalars.is_contiguous() &&
+                    scalars.numel() >= count && scalars.device() == Device::cuda(dev),
+                std::string(kernel) + " (cuda): step scalars must be a contiguous float64 tensor " +
+                    "of at least " + std::to_string(count) + " values on the parameters' device");
+  return static_cast<const double*>(scalars.data_ptr());
+}
+
+// ---------------------------------------------------------------- slots
+void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                   const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
+                   const SgdConfig& cfg) {
+  const bool with_buffers = !momentum.empty();
+  FREIGHT_CHECK(
+      grads.size() == params.size() &&
+          (!with_buffers || (momentum.size() == params.size() && fresh.size() == params.size())),
+      "sgd_step (cuda): the parameter, gradient, buffer and fresh lists differ in length");
+  if (params.empty()) return;
+  const int dev = params[0].device().index;
+  set_device(dev);
+  TableCache& tc = table_cache();
+  std::lock_guard<std::mutex> lock(tc.mu);  // held until the launch is queued
+  tc.entries.clear();
+  for (size_t k = 0; k < params.size(); ++k)
+    tc.entries.push_back(entry_for(params[k], grads[k], with_buffers ? &momentum[k] : nullptr,
+                                   nullptr, with_buffers && fresh[k] ? 1 : 0, k, dev, "sgd_step"));
+  const CachedTable& t = device_table(tc, kSgdTable, dev);
+  if (t.layout.chunks == 0) return;
+  SgdArgs a{};
+  a.lr = cfg.lr;
+  a.momentum = cfg.momentum;
+  a.keep = 1 - cfg.dampening;
+  a.wd = cfg.weight_decay;
+  a.decay = cfg.weight_decay != 0;
+  a.nesterov = cfg.nesterov;
+  a.scalars = step_scalars(cfg.scalars, 1, dev, "sgd_step");
+  auto* base = static_cast<unsigned char*>(t.table.data_ptr());
+  sgd_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
+      reinterpret_cast<const MultiTensorEntry*>(base),
+      reinterpret_cast<const MultiTensorChunk*>(base + t.layout.chunks_offset()), t.layout.chunks,
+      a);
+  FREIGHT_CUDA_CHECK_LAUNCH();
+}
+
+void adam_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                    const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                    const std::vector<int64_t>& steps, const AdamConfig& cfg) {
+  const size_t count = params.size();
+  FREIGHT_CHECK(grads.size() == count && exp_avg.size() == count && exp_avg_sq.size() == count &&
+                    steps.size() == count,
+                "adam_step (cuda): the parameter, gradient, state and step lists differ in length");
+  if (count == 0) return;
+  const int dev = params[0].device().index;
+  set_device(dev);
+  AdamArgs a{};
+  a.beta2 = cfg.beta2;
+  a.w1 = 1 - cfg.beta1;
+  a.one_b2 = 1 - cfg.beta2;
+  a.eps = cfg.eps;
+  a.wd = cfg.weight_decay;
+  a.shrink = 1.0 - cfg.lr * cfg.weight_decay;  // AdamW's decoupled decay factor
+  a.l2 = !cfg.decoupled && cfg.weight_decay != 0;
+  a.decoupled = cfg.decoupled && cfg.weight_decay != 0;
+  a.low = cfg.beta1 > 0.5;  // lerp from the nearer end, as PyTorch
+  a.scalars = step_scalars(cfg.scalars, 3, dev, "adam_step");
+  TableCache& tc = table_cache();
+  std::lock_guard<std::mutex> lock(tc.mu);  // held until the launches are queued
+  // Runs of consecutive parameters with at most kMaxGroups distinct step counts; one run unless
+  // the step counts are unusually varied.
+  for (size_t begin = 0; begin < count;) {
+    int64_t group_step[kMaxGroups];
+    int groups = 0;
+    tc.entries.clear();
+    size_t k = begin;
+    for (; k < count; ++k) {
+      FREIGHT_CHECK(steps[k] >= 1, "adam_step (cuda): step counts start at 1");
+      int gi = 0;
+      // With step scalars every parameter is at the scalars' step: one group, whose values the
+      // kernel reads from them.
+      while (gi < groups && group_step[gi] != steps[k] && !a.scalars) ++gi;
+      if (gi == groups) {
+        if (groups == kMaxGroups) break;  // this parameter starts the next run
+        group_step[gi] = steps[k];
+        // Bias corrections 1 − β1ᵗ and 1 − β2ᵗ in double, as the CPU computes them.
+        const double bc1 = 1.0 - std::pow(cfg.beta1, double(steps[k]));
+        const double bc2 = 1.0 - std::pow(cfg.beta2, double(steps[k]));
+        a.step_size[gi] = cfg.lr / bc1;
+        a.bc2_sqrt[gi] = std::sqrt(bc2);
+        ++groups;
+      }
+      tc.entries.push_back(
+          entry_for(params[k], grads[k], &exp_avg[k], &exp_avg_sq[k], gi, k, dev, "adam_step"));
+    }
+    begin = k;
+    const CachedTable& t = device_table(tc, kAdamTable, dev);
+    if (t.layout.chunks == 0) continue;
+    auto* base = static_cast<unsigned char*>(t.table.data_ptr());
+    adam_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
+        reinterpret_cast<const MultiTensorEntry*>(base),
+        reinterpret_cast<const MultiTensorChunk*>(base + t.layout.chunks_offset()), t.layout.chunks,
+        a);
+    FREIGHT_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+FREIGHT_REGISTER_KERNEL(kernels::sgd_step, CUDA, sgd_step_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::adam_step, CUDA, adam_step_cuda);
+
+}  // namespace freight::cuda
