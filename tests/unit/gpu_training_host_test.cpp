@@ -91,8 +91,11 @@ TEST(StepScalars, AReplayedStepAdvancesTheStepCounts) {
   t.opt->prepare_step();        // prepares update 3
   give_grads(t, 1);
   t.opt->step();
-  for (const auto& [name, v] : t.opt->state())
-    if (name.ends_with(".step")) EXPECT_EQ(v.item(), 3.0) << name;
+  for (const auto& [name, v] : t.opt->state()) {
+    if (name.ends_with(".step")) {
+      EXPECT_EQ(v.item(), 3.0) << name;
+    }
+  }
   // note_replayed_step needs a prepare_step before it.
   EXPECT_THROW(t.opt->note_replayed_step(), Error);
 }
