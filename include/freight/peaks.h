@@ -59,7 +59,7 @@ struct DevicePeaks {
   // ---- Freight's own kernels on this device ----
   // The fraction of its roofline time (freight/plan.h: roofline_seconds) that a forward and
   // backward pass of a reference layer of each type reaches here, after its per-op costs:
-  // "Linear", "Conv2d", "Conv2d:narrow", "LSTM", "ReLU", ..., "loss", "optimizer:sgd",
+  // "Linear", "Linear:wide", "Conv2d", "Conv2d:narrow", "LSTM", "ReLU", ..., "loss", "optimizer:sgd",
   // "optimizer:adam" (freight/explain.h: LayerCost::kernel). The
   // reference shapes are fixed (src/profile/calibrate.cpp), never a model's own; freight plan
   // divides its roofline times by these fractions.
