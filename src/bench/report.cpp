@@ -368,7 +368,8 @@ std::vector<std::string> write_plots(const json& doc, const std::string& dir,
          << vars << "\n"
          << plot_script(kind + ".gp");
     }
-    std::string log = (fs::path(dir) / (base + ".log")).string();
+    // Absolute: gnuplot runs in `dir`, and a relative --out would be resolved twice.
+    std::string log = fs::absolute(fs::path(dir) / (base + ".log")).string();
     fs::remove(log);
     int st = run_command({"gnuplot", base + ".gp"}, dir, log);
     if (st != 0) {
