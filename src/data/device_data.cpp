@@ -2,27 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "data/loader_checks.h"
 #include "freight/error.h"
 #include "ops/kernels/data.h"
 
 namespace freight::data {
 
 DeviceData::DeviceData(const Dataset& dataset, const LoaderOptions& options) : opt_(options) {
-  FREIGHT_CHECK(dataset.size() > 0,
-                fmt::format("--data-on-device: dataset '{}' is empty", dataset.name));
-  FREIGHT_CHECK(options.batch_size > 0,
-                fmt::format("--batch-size must be positive (got {})", options.batch_size));
-  FREIGHT_CHECK(options.std > 0, "--data-on-device: normalisation std must be positive");
-  DType in_t = dataset.inputs.dtype();
-  FREIGHT_CHECK(in_t == DType::U8 || in_t == DType::F32 || in_t == DType::I64,
-                fmt::format("--data-on-device: dataset '{}' inputs are {}; uint8, float32 or "
-                            "int64 expected",
-                            dataset.name, dtype_name(in_t)));
-  FREIGHT_CHECK(dataset.labels.defined() && dataset.labels.dim() >= 1 &&
-                    dataset.labels.size(0) == dataset.inputs.size(0),
-                fmt::format("--data-on-device: dataset '{}' has {} inputs but labels of shape {}",
-                            dataset.name, dataset.inputs.size(0),
-                            dataset.labels.defined() ? shape_str(dataset.labels.shape()) : "[]"));
+  check_loader_inputs(dataset, options, "--data-on-device");
   n_ = dataset.size();
   inputs_ = dataset.inputs.contiguous().to(options.device);
   labels_ = dataset.labels.to(DType::I64).contiguous().to(options.device);

@@ -18,6 +18,7 @@
 
 #include "core/backend.h"
 #include "core/philox.h"
+#include "data/loader_checks.h"
 #include "freight/error.h"
 
 namespace freight::data {
@@ -221,21 +222,24 @@ struct Loader::Impl {
   }
 };
 
-Loader::Loader(const Dataset& dataset, LoaderOptions options) : impl_(std::make_unique<Impl>()) {
-  FREIGHT_CHECK(dataset.size() > 0, fmt::format("loader: dataset '{}' is empty", dataset.name));
+void check_loader_inputs(const Dataset& dataset, const LoaderOptions& options, const char* who) {
+  FREIGHT_CHECK(dataset.size() > 0, fmt::format("{}: dataset '{}' is empty", who, dataset.name));
   FREIGHT_CHECK(options.batch_size > 0,
                 fmt::format("--batch-size must be positive (got {})", options.batch_size));
-  FREIGHT_CHECK(options.std > 0, "loader: normalisation std must be positive");
+  FREIGHT_CHECK(options.std > 0, fmt::format("{}: normalisation std must be positive", who));
   DType in_t = dataset.inputs.dtype();
   FREIGHT_CHECK(in_t == DType::U8 || in_t == DType::F32 || in_t == DType::I64,
-                fmt::format("loader: dataset '{}' inputs are {}; uint8, float32 or int64 "
-                            "expected",
+                fmt::format("{}: dataset '{}' inputs are {}; uint8, float32 or int64 expected", who,
                             dataset.name, dtype_name(in_t)));
   FREIGHT_CHECK(dataset.labels.defined() && dataset.labels.dim() >= 1 &&
                     dataset.labels.size(0) == dataset.inputs.size(0),
-                fmt::format("loader: dataset '{}' has {} inputs but labels of shape {}",
+                fmt::format("{}: dataset '{}' has {} inputs but labels of shape {}", who,
                             dataset.name, dataset.inputs.size(0),
                             dataset.labels.defined() ? shape_str(dataset.labels.shape()) : "[]"));
+}
+
+Loader::Loader(const Dataset& dataset, LoaderOptions options) : impl_(std::make_unique<Impl>()) {
+  check_loader_inputs(dataset, options, "loader");
   impl_->ds = dataset;
   impl_->ds.inputs = dataset.inputs.contiguous();
   impl_->ds.labels = dataset.labels.to(DType::I64).contiguous();
@@ -250,7 +254,9 @@ Loader::Loader(const Dataset& dataset, LoaderOptions options) : impl_(std::make_
                             bs, n, dataset.name));
 }
 
-Loader::~Loader() { impl_->halt(); }
+Loader::~Loader() {
+  impl_->halt();
+}
 
 void Loader::start_epoch(int64_t epoch) {
   impl_->halt();
@@ -282,8 +288,14 @@ bool Loader::next(Batch& batch) {
   return true;
 }
 
-int64_t Loader::num_batches() const { return impl_->batches; }
-int64_t Loader::num_samples() const { return impl_->ds.size(); }
-const LoaderOptions& Loader::options() const { return impl_->opt; }
+int64_t Loader::num_batches() const {
+  return impl_->batches;
+}
+int64_t Loader::num_samples() const {
+  return impl_->ds.size();
+}
+const LoaderOptions& Loader::options() const {
+  return impl_->opt;
+}
 
 }  // namespace freight::data
