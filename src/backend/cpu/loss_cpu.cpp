@@ -16,14 +16,6 @@
 namespace freight::cpu {
 namespace {
 
-template <class T>
-inline T exp_t(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return vexp(v);
-  else
-    return std::exp(v);
-}
-
 // Σ of fn(begin, end) over [0, n) in blocks of about 8192 units of work (`cost` per item);
 // blocks run in parallel once the whole exceeds the elementwise grain, and their partial sums
 // are added in block order.
@@ -69,25 +61,8 @@ double cross_entropy_rows(const T* x, const int64_t* labels, int64_t r0, int64_t
   if (c >= kShortRow) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * c;
-      T m = xr[0];
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 1; j < c; ++j) m = xr[j] > m ? xr[j] : m;
-      T s = 0;
-      if (probs) {
-        T* pr = probs + r * c;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < c; ++j) {
-          T e = exp_t(xr[j] - m);
-          pr[j] = e;
-          s += e;
-        }
-        T inv = T(1) / s;
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) pr[j] *= inv;
-      } else {
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < c; ++j) s += exp_t(xr[j] - m);
-      }
+      const T m = row_max(xr, c);
+      const T s = probs ? softmax_row(xr, c, m, probs + r * c) : sum_exp_shifted(xr, c, m);
       acc += double(std::log(s)) - double(xr[labels[r]] - m);
     }
     return acc;

@@ -22,14 +22,6 @@ constexpr int64_t kShortRow = 64;      // rows shorter than this take the blocke
 constexpr int64_t kBlockElems = 2048;  // elements per block of short rows (fits in L1)
 
 // exp that vectorises for float (vec_math.h); libm for double.
-template <class T>
-inline T exp_t(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return vexp(v);
-  else
-    return std::exp(v);
-}
-
 // Runs rows(o0, o1) over ranges of slices of an inner == 1 layout, or tile(o, i0, i1) for each
 // block of inner columns, split over threads once the work exceeds the elementwise grain.
 template <class RowsFn, class TileFn>
@@ -54,25 +46,12 @@ void softmax_forward_typed(const T* x, int64_t outer, int64_t n, int64_t inner, 
   auto row = [&](int64_t o) {
     const T* xr = x + o * n;
     T* yr = y + o * n;
-    T m = xr[0];
-#pragma omp simd reduction(max : m)
-    for (int64_t i = 1; i < n; ++i) m = xr[i] > m ? xr[i] : m;
-    T s = 0;
+    const T m = row_max(xr, n);
     if (!log) {
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < n; ++i) {
-        T e = exp_t(xr[i] - m);
-        yr[i] = e;
-        s += e;
-      }
-      T inv = T(1) / s;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+      softmax_row(xr, n, m, yr);
     } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < n; ++i) s += exp_t(xr[i] - m);
       // (x − m) − log s rather than x − (m + log s): the first difference is exact near the max.
-      T ls = std::log(s);
+      T ls = std::log(sum_exp_shifted(xr, n, m));
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) - ls;
     }

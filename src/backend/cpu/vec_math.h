@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace freight::cpu {
 
@@ -27,15 +28,17 @@ inline float vexp(float x) {
   return p * std::bit_cast<float>(bits);
 }
 
-inline float vsigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
+inline float vsigmoid(float x) {
+  return 1.0f / (1.0f + vexp(-x));
+}
 
 // tanh: odd Taylor series for |x| < 0.25 (error < 1e-8 relative), else 1 - 2/(e^{2|x|} + 1)
 // with the sign restored (no cancellation worse than 2 bits there).
 inline float vtanh(float x) {
   float a = std::fabs(x);
   float x2 = x * x;
-  float small = x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 +
-                                                                     x2 * (62.0f / 2835)))));
+  float small =
+      x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 + x2 * (62.0f / 2835)))));
   float big = 1.0f - 2.0f / (vexp(2.0f * a) + 1.0f);
   big = std::copysign(big, x);
   return a < 0.25f ? small : big;
@@ -53,17 +56,64 @@ inline float verf(float x) {
 }
 
 // GELU, exact form: x·Φ(x) = x/2 · (1 + erf(x/√2)); derivative Φ(x) + x·φ(x).
-inline float vgelu(float x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
+inline float vgelu(float x) {
+  return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f));
+}
 inline float vgelu_grad(float x) {
   float cdf = 0.5f * (1.0f + verf(x * 0.70710678118654752f));
   float pdf = 0.39894228040143268f * vexp(-0.5f * x * x);
   return cdf + x * pdf;
 }
 
-inline double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752)); }
+inline double gelu(double x) {
+  return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752));
+}
 inline double gelu_grad(double x) {
   return 0.5 * (1.0 + std::erf(x * 0.70710678118654752)) +
          x * 0.39894228040143268 * std::exp(-0.5 * x * x);
+}
+
+// exp in the kernel's type: the vectorisable float exp above, std::exp for double.
+template <class T>
+inline T exp_t(T v) {
+  if constexpr (std::is_same_v<T, float>)
+    return vexp(v);
+  else
+    return std::exp(v);
+}
+
+// The largest of a row's n >= 1 elements (softmax shifts by it, so exp never overflows).
+template <class T>
+inline T row_max(const T* x, int64_t n) {
+  T m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// Σ exp(x[i] − m) over a row.
+template <class T>
+inline T sum_exp_shifted(const T* x, int64_t n, T m) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += exp_t(x[i] - m);
+  return s;
+}
+
+// out[i] = exp(x[i] − m) / Σ exp(x[j] − m); returns the sum Σ exp(x[j] − m).
+template <class T>
+inline T softmax_row(const T* x, int64_t n, T m, T* out) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    T e = exp_t(x[i] - m);
+    out[i] = e;
+    s += e;
+  }
+  T inv = T(1) / s;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+  return s;
 }
 
 }  // namespace freight::cpu
