@@ -9,18 +9,10 @@
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
 #include "ops/kernels/norm.h"
+#include "ops/kernels/typed_data.h"
 
 namespace freight::cpu {
 namespace {
-
-template <class T>
-const T* cptr(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <class T>
-T* mptr(Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
-}
 
 // Channels per thread chunk so that a chunk holds enough values to be worth a thread.
 int64_t channel_grain(int64_t n, int64_t s) {

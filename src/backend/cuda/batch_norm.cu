@@ -20,18 +20,10 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/dispatch.h"
 #include "ops/kernels/norm.h"
+#include "ops/kernels/typed_data.h"
 
 namespace freight::cuda {
 namespace {
-
-template <class T>
-const T* cptr(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <class T>
-T* mptr(Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
-}
 
 // Offset of element q of channel ch in the [n, c, s] layout.
 __device__ __forceinline__ int64_t channel_offset(int64_t q, int64_t ch, int64_t c, int64_t s) {
