@@ -31,7 +31,8 @@ class OutOfMemoryError : public Error {
 // Throws freight::Error with the message built from the remaining arguments (any expression that
 // yields a std::string; inside the library that is usually fmt::format(...)). The message is only
 // built when the check fails.
-#define FREIGHT_CHECK(cond, ...)                                 \
-  do {                                                           \
-    if (!(cond)) [[unlikely]] throw ::freight::Error(__VA_ARGS__); \
+#define FREIGHT_CHECK(cond, ...)           \
+  do {                                     \
+    if (!(cond)) [[unlikely]]              \
+      throw ::freight::Error(__VA_ARGS__); \
   } while (0)

@@ -26,9 +26,9 @@ namespace freight {
 
 // ---------------------------------------------------------------- static costs
 struct LayerCost {
-  std::string name;           // path in the model: "3", "4.body.0"; "(model)" for the root
-  std::string describe;       // "Linear(784, 512)"
-  std::string type;           // "Linear"
+  std::string name;      // path in the model: "3", "4.body.0"; "(model)" for the root
+  std::string describe;  // "Linear(784, 512)"
+  std::string type;      // "Linear"
   // The class of Freight kernel that runs it, for the measured efficiencies of
   // DevicePeaks::efficiency: the type, or a finer class where one type runs at very different
   // fractions of the roofline ("Conv2d:narrow": a convolution whose GEMM has a dimension of at

@@ -20,11 +20,11 @@ int num_threads();
 // On a GPU, blocks reserved for a CUDA graph (its private pool, which a replay uses whatever the
 // host holds) count as in use for as long as the graph lives, so the peak is the device's.
 struct MemoryStats {
-  size_t in_use = 0;    // bytes held by live tensors (and reserved for CUDA graphs)
-  size_t peak = 0;      // high-water mark of in_use since the last reset
-  size_t cached = 0;    // bytes kept by the caching allocator for reuse
-  size_t allocs = 0;    // allocations served
-  size_t fresh = 0;     // allocations that had to ask the system (cache misses)
+  size_t in_use = 0;  // bytes held by live tensors (and reserved for CUDA graphs)
+  size_t peak = 0;    // high-water mark of in_use since the last reset
+  size_t cached = 0;  // bytes kept by the caching allocator for reuse
+  size_t allocs = 0;  // allocations served
+  size_t fresh = 0;   // allocations that had to ask the system (cache misses)
 };
 MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);
@@ -43,9 +43,9 @@ void synchronize(Device device);
 struct DeviceInfo {
   Device device;
   std::string name;
-  size_t memory_total = 0;  // bytes
-  size_t memory_free = 0;   // bytes (GPU: free now; CPU: available now)
-  int compute_units = 0;    // CPU: hardware threads; GPU: streaming multiprocessors
+  size_t memory_total = 0;         // bytes
+  size_t memory_free = 0;          // bytes (GPU: free now; CPU: available now)
+  int compute_units = 0;           // CPU: hardware threads; GPU: streaming multiprocessors
   std::string compute_capability;  // GPU: "9.0"
   std::string driver_version;      // GPU: "13.0"
   std::string runtime_version;     // GPU: CUDA runtime

@@ -24,21 +24,21 @@ struct TrainOptions {
   std::string data;                   // dataset name or IDX directory; "" = the model's default
   int64_t batch_size = -1;            // < 0 = the model's default
   int64_t test_batch_size = 1000;
-  int64_t epochs = -1;                // < 0 = the model's default
-  double lr = -1;                     // < 0 = the model's default
-  std::string optimizer;              // sgd | adam | adamw; "" = the model's default
-  double momentum = -1;               // < 0 = the model's default
-  double weight_decay = -1;           // < 0 = the model's default
-  std::string schedule;               // none | step | cosine | onecycle; "" = the default
+  int64_t epochs = -1;       // < 0 = the model's default
+  double lr = -1;            // < 0 = the model's default
+  std::string optimizer;     // sgd | adam | adamw; "" = the model's default
+  double momentum = -1;      // < 0 = the model's default
+  double weight_decay = -1;  // < 0 = the model's default
+  std::string schedule;      // none | step | cosine | onecycle; "" = the default
   uint64_t seed = 1;
-  std::string device = "auto";        // cpu | cuda | cuda:N | auto
-  int threads = 0;                    // 0 = all cores
-  std::string save;                   // checkpoint path ("" = none)
-  std::string resume;                 // checkpoint to continue from
-  int64_t log_interval = 0;           // batches between progress lines (0 = per epoch only)
-  std::string metrics;                // JSON lines file, one record per epoch
-  int64_t limit_train = 0;            // use only the first N training samples (0 = all)
-  int64_t limit_test = 0;             // use only the first N test samples (0 = all)
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto
+  int threads = 0;              // 0 = all cores
+  std::string save;             // checkpoint path ("" = none)
+  std::string resume;           // checkpoint to continue from
+  int64_t log_interval = 0;     // batches between progress lines (0 = per epoch only)
+  std::string metrics;          // JSON lines file, one record per epoch
+  int64_t limit_train = 0;      // use only the first N training samples (0 = all)
+  int64_t limit_test = 0;       // use only the first N test samples (0 = all)
   // GPU only (errors on the CPU unless left at their defaults):
   std::string precision = "fp32";  // fp32 | tf32 | bf16 (freight::Precision, runtime.h)
   bool cuda_graph = true;          // replay the training step as a CUDA graph
@@ -55,7 +55,7 @@ struct EpochReport {
   double train_seconds = 0;  // the training loop of this epoch
   double eval_seconds = 0;
   double samples_per_second = 0;
-  size_t peak_memory = 0;  // bytes, on the training device
+  size_t peak_memory = 0;   // bytes, on the training device
   int64_t graph_steps = 0;  // GPU: steps of the epoch run as CUDA graph replays
 };
 
@@ -69,12 +69,12 @@ struct BatchProgress {
 };
 
 struct TrainCallbacks {
-  std::function<void(const std::string&)> note;          // one-off messages (device choice, ...)
+  std::function<void(const std::string&)> note;  // one-off messages (device choice, ...)
   // After each batch on the CPU. On a GPU, reading the running loss makes the host wait for the
   // device, so it is called only every log_interval batches (or, without one, at most about four
   // times a second), and after the last batch.
   std::function<void(const BatchProgress&)> on_batch;
-  std::function<void(const EpochReport&)> on_epoch;      // after each epoch's evaluation
+  std::function<void(const EpochReport&)> on_epoch;  // after each epoch's evaluation
 };
 
 struct TrainResult {

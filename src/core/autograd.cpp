@@ -65,8 +65,12 @@ void accumulate_into_leaf(Node& acc, const Tensor& g) {
 }
 }  // namespace
 
-bool grad_enabled() { return g_grad_enabled; }
-void set_grad_enabled(bool on) { g_grad_enabled = on; }
+bool grad_enabled() {
+  return g_grad_enabled;
+}
+void set_grad_enabled(bool on) {
+  g_grad_enabled = on;
+}
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!g_grad_enabled) return false;
@@ -82,8 +86,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs,
-            const std::vector<Tensor>& outputs, BackwardFn backward) {
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
   node->layer = current_layer();

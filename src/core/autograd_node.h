@@ -29,12 +29,12 @@ using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& 
 
 struct Node {
   const char* name = "";
-  std::vector<Edge> next;            // one per input
-  std::vector<OutputMeta> outputs;   // to build zero gradients for outputs nobody used
-  BackwardFn backward;               // released after use unless the graph is retained
-  bool accumulates = false;          // a leaf's gradient accumulator (no backward rule)
-  std::weak_ptr<TensorImpl> leaf;    // the leaf it accumulates into
-  const void* layer = nullptr;       // the LayerScope open when it was recorded (profiling)
+  std::vector<Edge> next;           // one per input
+  std::vector<OutputMeta> outputs;  // to build zero gradients for outputs nobody used
+  BackwardFn backward;              // released after use unless the graph is retained
+  bool accumulates = false;         // a leaf's gradient accumulator (no backward rule)
+  std::weak_ptr<TensorImpl> leaf;   // the leaf it accumulates into
+  const void* layer = nullptr;      // the LayerScope open when it was recorded (profiling)
 };
 
 // True when the op must record a node: gradients are enabled and some input requires grad.
@@ -44,7 +44,7 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Records `outputs` as produced by op `name` from `inputs`; `backward` maps output gradients to
 // input gradients. Closures must capture saved tensors through detach() (never an output itself:
 // that would make a reference cycle through its own node).
-void record(const char* name, const std::vector<Tensor>& inputs,
-            const std::vector<Tensor>& outputs, BackwardFn backward);
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward);
 
 }  // namespace freight

@@ -19,7 +19,9 @@ struct CudaRegistration {
 };
 }  // namespace
 
-void register_backend(DeviceType type, DeviceBackend* backend) { g_backends[int(type)] = backend; }
+void register_backend(DeviceType type, DeviceBackend* backend) {
+  g_backends[int(type)] = backend;
+}
 
 void* DeviceBackend::allocate_pinned(size_t, int) {
   throw Error(fmt::format("pinned host memory needs a CUDA device ({} backend)", name()));

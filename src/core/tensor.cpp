@@ -70,8 +70,8 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 namespace {
 void check_shape(const Shape& shape, const char* what) {
   for (int64_t d : shape)
-    FREIGHT_CHECK(d >= 0, fmt::format("{}: negative dimension in shape {}", what,
-                                      shape_str(shape)));
+    FREIGHT_CHECK(d >= 0,
+                  fmt::format("{}: negative dimension in shape {}", what, shape_str(shape)));
 }
 
 const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
@@ -190,8 +190,7 @@ Tensor Tensor::normal(const Shape& shape, double mean, double std, DType dtype, 
   return Tensor::from_vector(v, shape, Device::cpu()).to(dtype).to(device);
 }
 
-Tensor Tensor::randint(const Shape& shape, int64_t lo, int64_t hi, Device device,
-                       Generator* gen) {
+Tensor Tensor::randint(const Shape& shape, int64_t lo, int64_t hi, Device device, Generator* gen) {
   FREIGHT_CHECK(hi > lo, fmt::format("Tensor::randint: empty range [{}, {})", lo, hi));
   Generator& g = gen ? *gen : default_generator();
   int64_t n = shape_numel(shape);
@@ -208,16 +207,36 @@ Tensor Tensor::randint(const Shape& shape, int64_t lo, int64_t hi, Device device
 }
 
 // ---------------------------------------------------------------- metadata
-const Shape& Tensor::shape() const { return checked(impl_).shape; }
-const Shape& Tensor::strides() const { return checked(impl_).strides; }
-int64_t Tensor::dim() const { return int64_t(checked(impl_).shape.size()); }
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "Tensor::size")]; }
-int64_t Tensor::numel() const { return checked(impl_).numel; }
-int64_t Tensor::offset() const { return checked(impl_).offset; }
-DType Tensor::dtype() const { return checked(impl_).dtype; }
-Device Tensor::device() const { return checked(impl_).storage->device; }
-bool Tensor::is_contiguous() const { return checked(impl_).contiguous; }
-void* Tensor::data_ptr() const { return checked(impl_).byte_ptr(); }
+const Shape& Tensor::shape() const {
+  return checked(impl_).shape;
+}
+const Shape& Tensor::strides() const {
+  return checked(impl_).strides;
+}
+int64_t Tensor::dim() const {
+  return int64_t(checked(impl_).shape.size());
+}
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim(d, dim(), "Tensor::size")];
+}
+int64_t Tensor::numel() const {
+  return checked(impl_).numel;
+}
+int64_t Tensor::offset() const {
+  return checked(impl_).offset;
+}
+DType Tensor::dtype() const {
+  return checked(impl_).dtype;
+}
+Device Tensor::device() const {
+  return checked(impl_).storage->device;
+}
+bool Tensor::is_contiguous() const {
+  return checked(impl_).contiguous;
+}
+void* Tensor::data_ptr() const {
+  return checked(impl_).byte_ptr();
+}
 
 template <class T>
 T* Tensor::data() const {
@@ -311,8 +330,8 @@ std::vector<int64_t> Tensor::to_int_vector() const {
 
 std::string Tensor::str(int max_elements) const {
   if (!defined()) return "Tensor(undefined)";
-  std::string s = fmt::format("Tensor({}, {}, {}", shape_str(shape()), dtype_name(dtype()),
-                              device().str());
+  std::string s =
+      fmt::format("Tensor({}, {}, {}", shape_str(shape()), dtype_name(dtype()), device().str());
   if (numel() > 0) {
     std::vector<double> v = to_double_vector();
     s += ", [";
@@ -332,36 +351,59 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::set_requires_grad(bool on) {
   TensorImpl& me = const_cast<TensorImpl&>(checked(impl_));
-  FREIGHT_CHECK(!me.grad_fn, "set_requires_grad: only leaf tensors (not results of ops) can be "
-                             "marked; use detach() first");
-  FREIGHT_CHECK(!on || is_floating(me.dtype),
-                fmt::format("set_requires_grad: a {} tensor cannot have gradients",
-                            dtype_name(me.dtype)));
+  FREIGHT_CHECK(!me.grad_fn,
+                "set_requires_grad: only leaf tensors (not results of ops) can be "
+                "marked; use detach() first");
+  FREIGHT_CHECK(
+      !on || is_floating(me.dtype),
+      fmt::format("set_requires_grad: a {} tensor cannot have gradients", dtype_name(me.dtype)));
   me.requires_grad = on;
   return *this;
 }
 
-Tensor Tensor::grad() const { return checked(impl_).grad; }
-void Tensor::set_grad(const Tensor& g) const { const_cast<TensorImpl&>(checked(impl_)).grad = g; }
-void Tensor::zero_grad() const { const_cast<TensorImpl&>(checked(impl_)).grad = Tensor(); }
-bool Tensor::is_leaf() const { return checked(impl_).grad_fn == nullptr; }
-const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked(impl_).grad_fn; }
+Tensor Tensor::grad() const {
+  return checked(impl_).grad;
+}
+void Tensor::set_grad(const Tensor& g) const {
+  const_cast<TensorImpl&>(checked(impl_)).grad = g;
+}
+void Tensor::zero_grad() const {
+  const_cast<TensorImpl&>(checked(impl_)).grad = Tensor();
+}
+bool Tensor::is_leaf() const {
+  return checked(impl_).grad_fn == nullptr;
+}
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  return checked(impl_).grad_fn;
+}
 
 // ---------------------------------------------------------------- differentiable views
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
-Tensor Tensor::reshape(const Shape& s) const { return freight::reshape(*this, s); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
+Tensor Tensor::reshape(const Shape& s) const {
+  return freight::reshape(*this, s);
+}
 Tensor Tensor::view(const Shape& s) const {
   FREIGHT_CHECK(is_contiguous(), fmt::format("view: tensor of shape {} is not contiguous; use "
                                              "reshape()",
                                              shape_str(shape())));
   return freight::reshape(*this, s);
 }
-Tensor Tensor::flatten(int64_t a, int64_t b) const { return freight::flatten(*this, a, b); }
-Tensor Tensor::transpose(int64_t a, int64_t b) const { return freight::transpose(*this, a, b); }
-Tensor Tensor::permute(const std::vector<int64_t>& d) const { return freight::permute(*this, d); }
+Tensor Tensor::flatten(int64_t a, int64_t b) const {
+  return freight::flatten(*this, a, b);
+}
+Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  return freight::transpose(*this, a, b);
+}
+Tensor Tensor::permute(const std::vector<int64_t>& d) const {
+  return freight::permute(*this, d);
+}
 Tensor Tensor::slice(int64_t d, int64_t a, int64_t b) const {
   return freight::slice(*this, d, a, b);
 }
-Tensor Tensor::select(int64_t d, int64_t i) const { return freight::select(*this, d, i); }
+Tensor Tensor::select(int64_t d, int64_t i) const {
+  return freight::select(*this, d, i);
+}
 
 }  // namespace freight

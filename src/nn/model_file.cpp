@@ -43,8 +43,8 @@ struct Ctx {
 int64_t get_int(const json& spec, const char* key, const Ctx& ctx) {
   if (!spec.contains(key)) throw ctx.error(fmt::format("missing \"{}\"", key));
   if (!spec[key].is_number_integer() || spec[key].get<int64_t>() < 0)
-    throw ctx.error(fmt::format("\"{}\" must be a non-negative integer, got {}", key,
-                                spec[key].dump()));
+    throw ctx.error(
+        fmt::format("\"{}\" must be a non-negative integer, got {}", key, spec[key].dump()));
   return spec[key].get<int64_t>();
 }
 
@@ -87,22 +87,21 @@ ModulePtr build_layer(const json& spec, Shape& shape, const std::string& prefix,
   std::string type = spec["type"].get<std::string>();
   auto need_rank = [&](size_t r, const char* layout) {
     if (shape.size() != r)
-      throw ctx.error(fmt::format("{} needs input {} but receives {}", type, layout,
-                                  shape_str(shape)));
+      throw ctx.error(
+          fmt::format("{} needs input {} but receives {}", type, layout, shape_str(shape)));
   };
   ModulePtr m;
   if (type == "linear") {
-    if (shape.size() < 2) throw ctx.error(fmt::format("linear needs [N, ..., features], receives {}", shape_str(shape)));
-    m = std::make_shared<Linear>(shape.back(), get_int(spec, "out", ctx),
-                                 spec.value("bias", true));
+    if (shape.size() < 2)
+      throw ctx.error(
+          fmt::format("linear needs [N, ..., features], receives {}", shape_str(shape)));
+    m = std::make_shared<Linear>(shape.back(), get_int(spec, "out", ctx), spec.value("bias", true));
   } else if (type == "conv2d") {
     need_rank(4, "[N, C, H, W]");
-    m = std::make_shared<Conv2d>(shape[1], get_int(spec, "out", ctx),
-                                 get_pair(spec, "kernel", Size2(0), ctx),
-                                 get_pair(spec, "stride", Size2(1), ctx),
-                                 get_pair(spec, "padding", Size2(0), ctx),
-                                 get_pair(spec, "dilation", Size2(1), ctx),
-                                 spec.value("bias", true));
+    m = std::make_shared<Conv2d>(
+        shape[1], get_int(spec, "out", ctx), get_pair(spec, "kernel", Size2(0), ctx),
+        get_pair(spec, "stride", Size2(1), ctx), get_pair(spec, "padding", Size2(0), ctx),
+        get_pair(spec, "dilation", Size2(1), ctx), spec.value("bias", true));
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     need_rank(4, "[N, C, H, W]");
     Size2 k = get_pair(spec, "kernel", Size2(0), ctx);
@@ -114,7 +113,8 @@ ModulePtr build_layer(const json& spec, Shape& shape, const std::string& prefix,
       m = std::make_shared<AvgPool2d>(k, s, p);
   } else if (type == "batchnorm" || type == "batchnorm1d" || type == "batchnorm2d") {
     double eps = spec.value("eps", 1e-5), momentum = spec.value("momentum", 0.1);
-    if (shape.size() < 2) throw ctx.error(fmt::format("batchnorm needs [N, C, ...], receives {}", shape_str(shape)));
+    if (shape.size() < 2)
+      throw ctx.error(fmt::format("batchnorm needs [N, C, ...], receives {}", shape_str(shape)));
     if (type == "batchnorm2d" || (type == "batchnorm" && shape.size() == 4))
       m = std::make_shared<BatchNorm2d>(shape[1], eps, momentum);
     else
@@ -188,11 +188,12 @@ ModulePtr build_layers(const json& layers, Shape& shape, const std::string& pref
 
 ModelSpec load_model_spec(const std::string& name_or_path) {
   fs::path path;
-  bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                         name_or_path.ends_with(".json");
+  bool looks_like_path =
+      name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
   if (looks_like_path) {
     path = name_or_path;
-    FREIGHT_CHECK(fs::exists(path), fmt::format("--model: model file '{}' does not exist", name_or_path));
+    FREIGHT_CHECK(fs::exists(path),
+                  fmt::format("--model: model file '{}' does not exist", name_or_path));
   } else {
     for (const fs::path& dir : model_dirs()) {
       fs::path p = dir / (name_or_path + ".json");
@@ -204,9 +205,10 @@ ModelSpec load_model_spec(const std::string& name_or_path) {
     if (path.empty()) {
       std::string known;
       for (const std::string& n : zoo_models()) known += (known.empty() ? "" : ", ") + n;
-      throw Error(fmt::format("--model: no model named '{}' (the zoo has: {}; or give a path to "
-                              "a .json model file)",
-                              name_or_path, known));
+      throw Error(
+          fmt::format("--model: no model named '{}' (the zoo has: {}; or give a path to "
+                      "a .json model file)",
+                      name_or_path, known));
     }
   }
   std::ifstream in(path);
@@ -264,9 +266,10 @@ ModulePtr build_model(const ModelSpec& spec) {
   ModulePtr m = build_layers(json::parse(spec.layers_json), shape, "", ctx);
   int64_t expected = spec.classes;
   if (shape.back() != expected)
-    throw ctx.error(fmt::format("the network produces {} per sample but the model declares {} "
-                                "classes",
-                                shape_str(Shape(shape.begin() + 1, shape.end())), expected));
+    throw ctx.error(
+        fmt::format("the network produces {} per sample but the model declares {} "
+                    "classes",
+                    shape_str(Shape(shape.begin() + 1, shape.end())), expected));
   return m;
 }
 

@@ -32,7 +32,8 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string setting(const nn::ModelSpec& spec, const std::string& key, const std::string& fallback) {
+std::string setting(const nn::ModelSpec& spec, const std::string& key,
+                    const std::string& fallback) {
   auto it = spec.train_defaults.find(key);
   return it == spec.train_defaults.end() ? fallback : it->second;
 }
@@ -42,8 +43,8 @@ double setting_num(const nn::ModelSpec& spec, const std::string& key, double fal
   try {
     return std::stod(it->second);
   } catch (...) {
-    throw Error(fmt::format("model file '{}': train.{} = {} is not a number", spec.path, key,
-                            it->second));
+    throw Error(
+        fmt::format("model file '{}': train.{} = {} is not a number", spec.path, key, it->second));
   }
 }
 
@@ -68,9 +69,11 @@ Resolved resolve(const TrainOptions& o, const nn::ModelSpec& spec) {
   r.weight_decay = o.weight_decay >= 0 ? o.weight_decay : setting_num(spec, "weight_decay", 0.0);
   r.step_size = int64_t(setting_num(spec, "step_size", 1));
   r.gamma = setting_num(spec, "gamma", 0.1);
-  FREIGHT_CHECK(r.batch_size > 0, fmt::format("--batch-size must be positive (got {})", r.batch_size));
+  FREIGHT_CHECK(r.batch_size > 0,
+                fmt::format("--batch-size must be positive (got {})", r.batch_size));
   FREIGHT_CHECK(r.epochs > 0, fmt::format("--epochs must be positive (got {})", r.epochs));
-  FREIGHT_CHECK(r.lr > 0 && std::isfinite(r.lr), fmt::format("--lr must be positive (got {})", r.lr));
+  FREIGHT_CHECK(r.lr > 0 && std::isfinite(r.lr),
+                fmt::format("--lr must be positive (got {})", r.lr));
   return r;
 }
 
@@ -83,11 +86,13 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const Resolved& r, optim::Opti
     return std::make_unique<optim::StepLR>(opt, r.step_size * steps_per_epoch, r.gamma);
   if (r.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, total);
   if (r.schedule == "onecycle") return std::make_unique<optim::OneCycleLR>(opt, r.lr, total);
-  throw Error(fmt::format("--schedule '{}' is not one of none, step, cosine, onecycle",
-                          r.schedule));
+  throw Error(
+      fmt::format("--schedule '{}' is not one of none, step, cosine, onecycle", r.schedule));
 }
 
-std::string train_state_path(const std::string& checkpoint) { return checkpoint + ".train"; }
+std::string train_state_path(const std::string& checkpoint) {
+  return checkpoint + ".train";
+}
 
 json spec_json(const nn::ModelSpec& spec) {
   json j;
@@ -138,7 +143,9 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
   io::save_safetensors(train_state_path(path), opt.state(), tmeta);
 }
 
-double mean_of(double sum, int64_t n) { return n ? sum / double(n) : 0.0; }
+double mean_of(double sum, int64_t n) {
+  return n ? sum / double(n) : 0.0;
+}
 
 std::string bytes_text(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -225,11 +232,11 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
       return s;
     }());
   FREIGHT_CHECK(d.sample_shape() == want,
-                fmt::format("--data {}: samples of shape {} do not fit model '{}' (input {})",
-                            name, shape_str(have), spec.name, shape_str(want)));
+                fmt::format("--data {}: samples of shape {} do not fit model '{}' (input {})", name,
+                            shape_str(have), spec.name, shape_str(want)));
   FREIGHT_CHECK(d.num_classes <= spec.classes,
-                fmt::format("--data {}: {} classes but model '{}' predicts {}", name,
-                            d.num_classes, spec.name, spec.classes));
+                fmt::format("--data {}: {} classes but model '{}' predicts {}", name, d.num_classes,
+                            spec.name, spec.classes));
   return d;
 }
 

@@ -129,7 +129,8 @@ TEST_F(OptimCuda, StepScalarsGiveThePlainPathsUpdatesBitForBit) {
   using P = const std::vector<Tensor>&;
   const std::vector<std::pair<std::string, MakeOptimizer>> makers = {
       {"sgd", [](P p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0, 0.01, true); }},
-      {"adam", [](P p) {
+      {"adam",
+       [](P p) {
          return std::make_unique<optim::Adam>(p, 1e-2, std::pair{0.9, 0.999}, 1e-8, 0.1);
        }},
       {"adamw", [](P p) { return std::make_unique<optim::AdamW>(p, 1e-2); }}};

@@ -36,8 +36,9 @@ CliRun freight_cli(const std::string& args) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("freight_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("freight_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -86,8 +87,8 @@ TEST_F(Cli, MissingOrCorruptCheckpoint) {
 
 TEST_F(Cli, TrainsSavesAndEvaluatesOnSyntheticData) {
   std::string ckpt = path("m.safetensors");
-  CliRun r = freight_cli("train --model mlp --data synthetic --epochs 1 --device cpu --save " + ckpt +
-                      " --metrics " + path("metrics.jsonl"));
+  CliRun r = freight_cli("train --model mlp --data synthetic --epochs 1 --device cpu --save " +
+                         ckpt + " --metrics " + path("metrics.jsonl"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(ckpt));

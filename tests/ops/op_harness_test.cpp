@@ -43,7 +43,9 @@ Inputs cast_all(const Inputs& in, DType dtype, Device device) {
 }
 
 // L = Σ out ⊙ R for a fixed random R: a scalar whose gradient exercises every output element.
-Tensor weighted_sum(const Tensor& out, const Tensor& r) { return sum(mul(out, r)); }
+Tensor weighted_sum(const Tensor& out, const Tensor& r) {
+  return sum(mul(out, r));
+}
 
 TEST_P(OpTable, ForwardMatchesReferenceFloat64) {
   const OpCase& c = op();
@@ -110,8 +112,7 @@ TEST_P(OpTable, GradientsMatchFiniteDifferences) {
         x[k] = saved;
         double numeric = (lp - lm) / (2 * eps);
         EXPECT_NEAR(ga[k], numeric, c.grad_atol + c.grad_rtol * std::fabs(numeric))
-            << c.name << " shapes " << describe(shapes) << ": d/d input " << i << " element "
-            << k;
+            << c.name << " shapes " << describe(shapes) << ": d/d input " << i << " element " << k;
       }
     }
   }
@@ -141,8 +142,8 @@ TEST_P(OpTable, CudaMatchesCpu) {
     weighted_sum(out_gpu, r.to(Device::cuda())).backward();
     for (int i : which) {
       double e = relative_error(gpu[i].grad(), cpu[i].grad());
-      EXPECT_LT(e, c.cuda_rel_tol) << c.name << " gradient of input " << i << ", shapes "
-                                   << describe(shapes);
+      EXPECT_LT(e, c.cuda_rel_tol)
+          << c.name << " gradient of input " << i << ", shapes " << describe(shapes);
     }
   }
 }

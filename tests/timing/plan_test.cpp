@@ -1,7 +1,8 @@
 // freight plan against reality: the predicted CPU epoch of zoo models lies within 1.5x of a
-// measured epoch (LeNet-5: 2x, see below). The peaks are measured in this process, just before, and both sides are timed
-// the same way (the training thread's CPU clock, as measure_peaks does), so a busy machine slows
-// neither the prediction's inputs nor the measurement out of step with the other.
+// measured epoch (LeNet-5: 2x, see below). The peaks are measured in this process, just before, and
+// both sides are timed the same way (the training thread's CPU clock, as measure_peaks does), so a
+// busy machine slows neither the prediction's inputs nor the measurement out of step with the
+// other.
 #include <gtest/gtest.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,9 +127,9 @@ TEST_F(PlanVsMeasured, CpuEpochWithinOneAndAHalfTimes) {
     int64_t samples;
     double tolerance;
   };
-  for (const Case& c : {Case{"mlp", 64 * 48, 1.5}, Case{"lenet5", 64 * 24, 2.0},
-                        Case{"lstm-rows", 64 * 12, 1.5}, Case{"mnist-cnn", 64 * 6, 1.5},
-                        Case{"fcn5", 64 * 5, 1.5}}) {
+  for (const Case& c :
+       {Case{"mlp", 64 * 48, 1.5}, Case{"lenet5", 64 * 24, 2.0}, Case{"lstm-rows", 64 * 12, 1.5},
+        Case{"mnist-cnn", 64 * 6, 1.5}, Case{"fcn5", 64 * 5, 1.5}}) {
     SCOPED_TRACE(c.model);
     PlanOptions po;
     po.model = c.model;
@@ -148,8 +149,10 @@ TEST_F(PlanVsMeasured, CpuEpochWithinOneAndAHalfTimes) {
     double ratio = cpu.epoch_s / m.cpu_epoch_s;
     std::printf("  %-10s predicted %8.1f ms, measured %8.1f ms CPU clock (%8.1f ms wall): %.2fx\n",
                 c.model, 1e3 * cpu.epoch_s, 1e3 * m.cpu_epoch_s, 1e3 * m.wall_epoch_s, ratio);
-    EXPECT_GT(ratio, 1 / c.tolerance) << "predicted " << cpu.epoch_s << " s, measured " << m.cpu_epoch_s;
-    EXPECT_LT(ratio, c.tolerance) << "predicted " << cpu.epoch_s << " s, measured " << m.cpu_epoch_s;
+    EXPECT_GT(ratio, 1 / c.tolerance)
+        << "predicted " << cpu.epoch_s << " s, measured " << m.cpu_epoch_s;
+    EXPECT_LT(ratio, c.tolerance) << "predicted " << cpu.epoch_s << " s, measured "
+                                  << m.cpu_epoch_s;
   }
 
   // The rest of a plan (one test, so ctest's one process per test measures the peaks once).

@@ -18,7 +18,9 @@ float halve_smallest_normal() {
   return smallest * half;
 }
 
-TEST(Subnormals, FlushedOnTheCallingThread) { EXPECT_EQ(halve_smallest_normal(), 0.0f); }
+TEST(Subnormals, FlushedOnTheCallingThread) {
+  EXPECT_EQ(halve_smallest_normal(), 0.0f);
+}
 
 TEST(Subnormals, FlushedOnEveryThreadOfThePool) {
   for (int threads : {num_threads(), 2}) {

@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstdio>
 
-#include "freight/error.h"
 #include "commands.h"
+#include "freight/error.h"
 
 namespace freight::cli {
 
-bool stdout_is_tty() { return ::isatty(STDOUT_FILENO) == 1; }
+bool stdout_is_tty() {
+  return ::isatty(STDOUT_FILENO) == 1;
+}
 
 std::string format_duration(double s) {
   if (s < 60) return fmt::format("{:.1f} s", s);

@@ -101,9 +101,10 @@ void add_summary(CLI::App& app) {
     double flops = model->flops(in);
     fmt::print("\ntotal parameters   {} ({} as float32)\n", thousands(params),
                format_bytes(double(params) * 4));
-    fmt::print("forward FLOPs      {} per batch of {} ({} per sample); a training step is about "
-               "3x that\n",
-               format_count(flops), o->batch_size, format_count(flops / double(o->batch_size)));
+    fmt::print(
+        "forward FLOPs      {} per batch of {} ({} per sample); a training step is about "
+        "3x that\n",
+        format_count(flops), o->batch_size, format_count(flops / double(o->batch_size)));
     fmt::print("activations        {} for the batch (layer outputs kept for backward)\n",
                format_bytes(act));
   });

@@ -9,14 +9,14 @@
 namespace freight::data {
 
 struct Dataset {
-  std::string name;    // "fashion-mnist/train", "synthetic", ...
-  Tensor inputs;       // [N, ...]: uint8 pixels (normalised by the loader), float32 features
-                       // or int64 token ids
-  Tensor labels;       // int64 [N] (or [N, T] per time step), in [0, num_classes)
+  std::string name;  // "fashion-mnist/train", "synthetic", ...
+  Tensor inputs;     // [N, ...]: uint8 pixels (normalised by the loader), float32 features
+                     // or int64 token ids
+  Tensor labels;     // int64 [N] (or [N, T] per time step), in [0, num_classes)
   int64_t num_classes = 0;
 
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
-  Shape sample_shape() const;       // inputs' shape without the leading N
+  Shape sample_shape() const;                       // inputs' shape without the leading N
   Dataset slice(int64_t begin, int64_t end) const;  // samples [begin, end)
 };
 

@@ -19,8 +19,8 @@
 namespace freight::data {
 
 struct Batch {
-  Tensor inputs;  // float32 [B, ...] (int64 for token datasets) on the loader's device
-  Tensor labels;  // int64 [B] (or [B, T] for sequence labels)
+  Tensor inputs;      // float32 [B, ...] (int64 for token datasets) on the loader's device
+  Tensor labels;      // int64 [B] (or [B, T] for sequence labels)
   int64_t index = 0;  // batch number within the epoch
 };
 

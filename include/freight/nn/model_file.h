@@ -14,13 +14,13 @@ namespace freight::nn {
 struct ModelSpec {
   std::string name;
   std::string description;
-  std::string path;           // the file it was read from
-  Shape input_shape;          // one sample, without the batch dimension
+  std::string path;                // the file it was read from
+  Shape input_shape;               // one sample, without the batch dimension
   DType input_dtype = DType::F32;  // int64 for token inputs (embedding first)
   int64_t classes = 0;
-  int64_t vocab = 0;          // token models: inputs are in [0, vocab)
+  int64_t vocab = 0;              // token models: inputs are in [0, vocab)
   std::string task = "classify";  // or "language_model" (a prediction per time step)
-  std::string layers_json;    // the "layers" array, as JSON text
+  std::string layers_json;        // the "layers" array, as JSON text
   // Default training settings ("train" object): strings as written ("sgd", "0.05", ...).
   std::map<std::string, std::string> train_defaults;
 };

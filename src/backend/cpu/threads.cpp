@@ -44,15 +44,17 @@ void set_num_threads(int n) {
   flush_subnormals_on_all_threads();  // a larger pool has new threads
 }
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  return omp_get_max_threads();
+}
 
 std::string build_info() {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::string s = fmt::format("OpenBLAS {} (kernels: {}{}), {} threads, g++ {}.{}",
-                              openblas_get_config(), openblas_get_corename(),
-                              coretype ? fmt::format(", forced by OPENBLAS_CORETYPE={}", coretype)
-                                       : std::string(),
-                              num_threads(), __GNUC__, __GNUC_MINOR__);
+  std::string s = fmt::format(
+      "OpenBLAS {} (kernels: {}{}), {} threads, g++ {}.{}", openblas_get_config(),
+      openblas_get_corename(),
+      coretype ? fmt::format(", forced by OPENBLAS_CORETYPE={}", coretype) : std::string(),
+      num_threads(), __GNUC__, __GNUC_MINOR__);
 #if FREIGHT_WITH_CUDA
   s += ", CUDA backend built";
 #else

@@ -197,8 +197,8 @@ bool capturing(int dev) {
 void upload_outside_capture(void* dst, const std::vector<unsigned char>& bytes, int dev) {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   FREIGHT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-  cudaError_t err = cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice,
-                                    copy_stream(dev));
+  cudaError_t err =
+      cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, copy_stream(dev));
   if (err == cudaSuccess) err = cudaStreamSynchronize(copy_stream(dev));
   FREIGHT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   FREIGHT_CUDA_CHECK(err);
@@ -236,8 +236,8 @@ const CachedTable& device_table(TableCache& tc, TableKind kind, int dev) {
     if (in_capture)
       upload_outside_capture(fresh.table.data_ptr(), tc.bytes, dev);
     else
-      FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(),
-                                         tc.bytes.size(), cudaMemcpyHostToDevice, stream(dev)));
+      FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(), tc.bytes.size(),
+                                         cudaMemcpyHostToDevice, stream(dev)));
   }
   // Evict the least recently used table that no graph uses, once kCachedTables are evictable.
   CachedTable* oldest = nullptr;
