@@ -20,8 +20,7 @@ std::string shape_label(const std::vector<Shape>& shapes) {
   return s;
 }
 
-void run_case(benchmark::State& state, const OpCase* c, std::vector<Shape> shapes,
-              bool backward) {
+void run_case(benchmark::State& state, const OpCase* c, std::vector<Shape> shapes, bool backward) {
   Generator gen(1);
   Inputs in = make_case_inputs(*c, shapes, DType::F32, gen);
   std::vector<int> which = backward ? grad_input_indices(*c, in) : std::vector<int>{};
@@ -59,7 +58,8 @@ int register_all() {
     for (const auto& shapes : sets) {
       std::string label = c.name + "/" + shape_label(shapes);
       benchmark::RegisterBenchmark((label + "/forward").c_str(), run_case, &c, shapes, false);
-      if (!grad_input_indices(c, make_case_inputs(c, shapes, DType::F32, *new Generator(0))).empty())
+      if (!grad_input_indices(c, make_case_inputs(c, shapes, DType::F32, *new Generator(0)))
+               .empty())
         benchmark::RegisterBenchmark((label + "/forward+backward").c_str(), run_case, &c, shapes,
                                      true);
     }

@@ -18,8 +18,8 @@ Shape Dataset::sample_shape() const {
 
 Dataset Dataset::slice(int64_t begin, int64_t end) const {
   FREIGHT_CHECK(0 <= begin && begin <= end && end <= size(),
-                fmt::format("dataset '{}': slice [{}, {}) out of range for {} samples", name,
-                            begin, end, size()));
+                fmt::format("dataset '{}': slice [{}, {}) out of range for {} samples", name, begin,
+                            end, size()));
   Dataset d = *this;
   d.inputs = inputs.slice(0, begin, end).contiguous();
   d.labels = labels.slice(0, begin, end).contiguous();
@@ -29,9 +29,9 @@ Dataset Dataset::slice(int64_t begin, int64_t end) const {
 
 Dataset synthetic(const Shape& sample_shape, int64_t n, int64_t num_classes, uint64_t seed,
                   bool learnable) {
-  FREIGHT_CHECK(n > 0 && num_classes > 0,
-                fmt::format("synthetic dataset: need n > 0 and classes > 0 (got {}, {})", n,
-                            num_classes));
+  FREIGHT_CHECK(
+      n > 0 && num_classes > 0,
+      fmt::format("synthetic dataset: need n > 0 and classes > 0 (got {}, {})", n, num_classes));
   Generator gen(seed);
   Shape s{n};
   s.insert(s.end(), sample_shape.begin(), sample_shape.end());

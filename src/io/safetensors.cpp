@@ -23,20 +23,26 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
 const char* st_dtype(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::BF16: return "BF16";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::U8: return "U8";
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+    case DType::BF16:
+      return "BF16";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+    case DType::U8:
+      return "U8";
   }
   return "?";
 }
 
 bool parse_st_dtype(const std::string& s, DType* t) {
-  static const std::pair<const char*, DType> known[] = {
-      {"F32", DType::F32}, {"F64", DType::F64}, {"BF16", DType::BF16},
-      {"I32", DType::I32}, {"I64", DType::I64}, {"U8", DType::U8}};
+  static const std::pair<const char*, DType> known[] = {{"F32", DType::F32},   {"F64", DType::F64},
+                                                        {"BF16", DType::BF16}, {"I32", DType::I32},
+                                                        {"I64", DType::I64},   {"U8", DType::U8}};
   for (auto& [name, dt] : known)
     if (s == name) {
       *t = dt;
@@ -50,8 +56,8 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    FREIGHT_CHECK(w > 0, fmt::format("writing checkpoint '{}' failed: {}", path,
-                                     std::strerror(errno)));
+    FREIGHT_CHECK(w > 0,
+                  fmt::format("writing checkpoint '{}' failed: {}", path, std::strerror(errno)));
     p += w;
     n -= size_t(w);
   }
@@ -73,8 +79,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   std::vector<Tensor> host;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    FREIGHT_CHECK(t.defined(), fmt::format("checkpoint '{}': tensor '{}' is undefined", path,
-                                           name));
+    FREIGHT_CHECK(t.defined(),
+                  fmt::format("checkpoint '{}': tensor '{}' is undefined", path, name));
     FREIGHT_CHECK(!header.contains(name) && name != "__metadata__",
                   fmt::format("checkpoint '{}': tensor name '{}' appears twice", path, name));
     Tensor h = t.detach().to(Device::cpu()).contiguous();
@@ -96,15 +102,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   fs::path tmp = target;
   tmp += fmt::format(".tmp.{}", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  FREIGHT_CHECK(fd >= 0, fmt::format("cannot write checkpoint '{}': {}", tmp.string(),
-                                     std::strerror(errno)));
+  FREIGHT_CHECK(
+      fd >= 0, fmt::format("cannot write checkpoint '{}': {}", tmp.string(), std::strerror(errno)));
   try {
     write_all(fd, len, 8, path);
     write_all(fd, text.data(), text.size(), path);
     for (const Tensor& h : host)
       if (h.numel() > 0) write_all(fd, h.data_ptr(), h.nbytes(), path);
-    FREIGHT_CHECK(::fsync(fd) == 0, fmt::format("fsync of checkpoint '{}' failed: {}", path,
-                                                std::strerror(errno)));
+    FREIGHT_CHECK(::fsync(fd) == 0,
+                  fmt::format("fsync of checkpoint '{}' failed: {}", path, std::strerror(errno)));
   } catch (...) {
     ::close(fd);
     fs::remove(tmp);
@@ -144,8 +150,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   } catch (const json::exception& e) {
     throw Error(fmt::format("checkpoint '{}': its header is not valid JSON ({})", path, e.what()));
   }
-  FREIGHT_CHECK(header.is_object(), fmt::format("checkpoint '{}': header is not a JSON object",
-                                                path));
+  FREIGHT_CHECK(header.is_object(),
+                fmt::format("checkpoint '{}': header is not a JSON object", path));
   uint64_t data_size = file_size - 8 - n;
 
   SafetensorsFile out;
@@ -158,8 +164,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::vector<Entry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
-      FREIGHT_CHECK(it->is_object(), fmt::format("checkpoint '{}': __metadata__ is not an object",
-                                                 path));
+      FREIGHT_CHECK(it->is_object(),
+                    fmt::format("checkpoint '{}': __metadata__ is not an object", path));
       for (auto m = it->begin(); m != it->end(); ++m)
         out.metadata[m.key()] = m->is_string() ? m->get<std::string>() : m->dump();
       continue;
@@ -187,9 +193,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
     en.begin = off[0].get<uint64_t>();
     en.end = off[1].get<uint64_t>();
     if (en.begin > en.end || en.end > data_size)
-      throw bad(fmt::format("data [{}, {}) lies outside the {} bytes of data: the file is "
-                            "truncated or corrupt",
-                            en.begin, en.end, data_size));
+      throw bad(
+          fmt::format("data [{}, {}) lies outside the {} bytes of data: the file is "
+                      "truncated or corrupt",
+                      en.begin, en.end, data_size));
     uint64_t want = uint64_t(shape_numel(en.shape)) * dtype_size(en.dtype);
     if (en.end - en.begin != want)
       throw bad(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}",

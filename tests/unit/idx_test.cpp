@@ -37,8 +37,8 @@ class IdxFiles : public ::testing::Test {
       gzwrite(f, bytes.data(), unsigned(bytes.size()));
       gzclose(f);
     } else {
-      std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                               std::streamsize(bytes.size()));
+      std::ofstream(p, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     }
     return p;
   }
