@@ -20,6 +20,22 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // A GPU is usable by this process (the CUDA backend is built and a device answers).
 bool have_cuda();
 
+// The message of the freight::Error that `fn` throws ("" when it throws none).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// `s` contains `part` (for checking that an error message names the op and shapes).
+inline bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
 }  // namespace freight::test
 
 #define FREIGHT_SKIP_WITHOUT_CUDA()                                   \

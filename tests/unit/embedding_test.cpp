@@ -7,19 +7,8 @@
 namespace freight {
 namespace {
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using test::error_of;
+using test::has;
 
 TEST(Embedding, GathersRowsAndAccumulatesRepeatedIndices) {
   // Table rows r = (10r, 10r + 1).

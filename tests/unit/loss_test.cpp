@@ -10,20 +10,8 @@
 namespace freight {
 namespace {
 
-// The message of the freight::Error that `fn` throws ("" when it throws none).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using test::error_of;
+using test::has;
 
 TEST(CrossEntropy, HandComputedExample) {
   // Row 0: logits (1, 2, 3), label 2: loss = log(e + e² + e³) − 3 = log(1 + e⁻¹ + e⁻²)
