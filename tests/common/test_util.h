@@ -38,8 +38,8 @@ inline bool has(const std::string& s, const std::string& part) {
 
 }  // namespace freight::test
 
-#define FREIGHT_SKIP_WITHOUT_CUDA()                                   \
-  do {                                                                \
-    std::string why_;                                                 \
+#define FREIGHT_SKIP_WITHOUT_CUDA()                                            \
+  do {                                                                         \
+    std::string why_;                                                          \
     if (!::freight::cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
   } while (0)
