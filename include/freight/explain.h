@@ -49,8 +49,13 @@ struct LayerCost {
 };
 
 // Every module of `model` in forward order (containers before their children) with its own
-// costs for an input batch of shape `input` (batch dimension first).
-std::vector<LayerCost> layer_costs(const nn::Module& model, const Shape& input);
+// costs for an input batch of shape `input` (batch dimension first). The input is data (no
+// gradient) unless `input_requires_grad`, as for a layer measured on its own in the middle of a
+// network.
+std::vector<LayerCost> layer_costs(const nn::Module& model, const Shape& input,
+                                   bool input_requires_grad = false);
+// FLOPs of one training step's forward and backward passes (without loss and optimizer).
+double training_flops(const nn::Module& model, const Shape& input);
 // The loss (cross-entropy over `classes`) for model outputs of shape `output`, as a pseudo-layer.
 LayerCost loss_cost(const Shape& output, int64_t classes);
 // The optimizer step over `params` parameters: FLOPs, bytes and kernel calls per step.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "freight/autograd.h"
+#include "freight/explain.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
@@ -119,6 +120,7 @@ FreightMeasurement measure_freight(const nn::ModelSpec& spec, int64_t batch, Dev
     if (spec.task == "language_model") ys = x.shape();
     Tensor y = Tensor::randint(ys, 0, spec.classes, dev, &g);
     m.forward_flops = model->flops(x.shape());
+    m.step_flops = training_flops(*model, x.shape());
     auto step = [&] {
       opt->zero_grad();
       Tensor loss = model_loss(spec, (*model)(x), y);

@@ -55,8 +55,11 @@ struct FreightMeasurement {
   bool has_latency = false;
   CallTiming latency;        // batch 1, eval mode, no grad
   double forward_flops = 0;  // nn::Module::flops of the batch's input shape
-  size_t peak_memory = 0;    // bytes on the device: parameters, data, gradients, optimizer
-                             // state and activations of the step
+  // Forward and backward FLOPs of a training step (freight::training_flops): about 3x the
+  // forward, less the first layer's input gradient, which autograd never computes.
+  double step_flops = 0;
+  size_t peak_memory = 0;  // bytes on the device: parameters, data, gradients, optimizer
+                           // state and activations of the step
 };
 FreightMeasurement measure_freight(const nn::ModelSpec& spec, int64_t batch, Device device,
                                    int threads, const TimingOptions& options, bool latency);

@@ -99,7 +99,7 @@ void measure_efficiency(Device device, DevicePeaks& p) {
       m(x).backward(g);
       synchronize(device);
     });
-    LayerCost c = layer_costs(m, ref.input).front();
+    LayerCost c = layer_costs(m, ref.input, !ref.tokens).front();
     double roof = roofline_seconds(c.fwd_flops, c.fwd_bytes, c.fwd_gemms, p) +
                   roofline_seconds(c.bwd_flops, c.bwd_bytes, c.bwd_gemms, p);
     p.efficiency[c.kernel] = efficiency(roof, kernel_seconds(t, c, p));

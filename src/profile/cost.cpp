@@ -29,8 +29,10 @@ int64_t own_params(const nn::Module& m) {
 }
 
 // Backward costs and kernel counts of a leaf layer, by type. `c` holds the forward FLOPs and
-// bytes, shapes and own parameter count already.
-void leaf_rules(const nn::Module& m, LayerCost& c) {
+// bytes, shapes and own parameter count already. `grad_in`: whether the layer's input needs a
+// gradient; autograd computes none for the data (the first Linear or Conv2d then skips its dX
+// product, a third of its work), nor for anything between the data and the first weights.
+void leaf_rules(const nn::Module& m, LayerCost& c, bool grad_in) {
   double in = numel(c.input), out = numel(c.output), p = double(c.params);
   const std::string& t = c.type;
   // Default: a layer with weights computes two products backward (dX and dW); one without
@@ -104,9 +106,30 @@ void leaf_rules(const nn::Module& m, LayerCost& c) {
     c.bwd_ops = layers + 2;
     c.bwd_gemms = layers * (2 * steps + 2);
   }
+  if (grad_in) return;
+  if (c.params == 0) {
+    // Nothing before it needs a gradient: autograd records no backward for it at all.
+    c.bwd_flops = c.bwd_bytes = c.bwd_ops = c.bwd_gemms = 0;
+  } else if (t == "Linear" || t == "Conv2d") {
+    // No dX = dY·W: one product backward (dW), plus the bias sum, and nothing written for X.
+    c.bwd_flops -= c.fwd_flops;
+    c.bwd_bytes -= kF32 * in;
+    c.bwd_ops -= 1;
+    c.bwd_gemms -= 1;
+  } else if (t == "LSTM") {
+    // The first layer's dX = dA·W_ih over the whole sequence (one GEMM) is skipped.
+    auto& l = dynamic_cast<const nn::LSTM&>(m);
+    double bt = double(c.input.at(0)) * double(c.input.at(1));
+    c.bwd_flops -= 2.0 * bt * 4.0 * double(l.hidden_size()) * double(c.input.back());
+    c.bwd_bytes -= kF32 * in;
+  } else if (t == "BatchNorm1d" || t == "BatchNorm2d") {
+    c.bwd_flops = 2.0 * in;  // the two reductions for dgamma and dbeta; no dX
+    c.bwd_bytes -= kF32 * in;
+  }
 }
 
-void walk(const nn::Module& m, const std::string& name, const Shape& in,
+// Appends the costs of `m` and its children; returns whether its output needs a gradient.
+bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool grad_in,
           std::vector<LayerCost>& out) {
   LayerCost c;
   c.name = name.empty() ? "(model)" : name;
@@ -123,29 +146,30 @@ void walk(const nn::Module& m, const std::string& name, const Shape& in,
   auto* res = dynamic_cast<const nn::Residual*>(&m);
   if (m.named_children().empty() || (!seq && !res)) {
     // A leaf, or a container of unknown dataflow costed as a whole.
-    leaf_rules(m, c);
+    leaf_rules(m, c, grad_in);
     out.push_back(c);
-    return;
+    return grad_in || c.params > 0;
   }
   c.container = true;
   size_t self = out.size();
   out.push_back(c);
   std::string prefix = name.empty() ? "" : name + ".";
   double child_flops = 0, child_bytes = 0;
-  auto child = [&](const nn::ModulePtr& cm, const std::string& cname, const Shape& s) {
+  auto child = [&](const nn::ModulePtr& cm, const std::string& cname, const Shape& s, bool g) {
     child_flops += cm->flops(s);
     child_bytes += cm->bytes(s);
-    walk(*cm, prefix + cname, s, out);
+    return walk(*cm, prefix + cname, s, g, out);
   };
+  bool grad_out = grad_in;
   if (seq) {
     Shape s = in;
     for (const auto& [cname, cm] : seq->named_children()) {
-      child(cm, cname, s);
+      grad_out = child(cm, cname, s, grad_out);
       s = cm->output_shape(s);
     }
   } else {
-    child(res->body(), "body", in);
-    if (res->shortcut()) child(res->shortcut(), "shortcut", in);
+    grad_out = child(res->body(), "body", in, grad_in);
+    if (res->shortcut()) grad_out = child(res->shortcut(), "shortcut", in, grad_in) || grad_out;
   }
   // What remains is the container's own work: nothing for Sequential, the addition of Residual
   // (forward: one add; backward: the gradient passes to both branches, and the two gradients
@@ -160,14 +184,22 @@ void walk(const nn::Module& m, const std::string& name, const Shape& in,
     me.bwd_bytes = kF32 * 3.0 * n;
     me.bwd_ops = 1;
   }
+  return grad_out;
 }
 
 }  // namespace
 
-std::vector<LayerCost> layer_costs(const nn::Module& model, const Shape& input) {
+std::vector<LayerCost> layer_costs(const nn::Module& model, const Shape& input,
+                                   bool input_requires_grad) {
   std::vector<LayerCost> out;
-  walk(model, "", input, out);
+  walk(model, "", input, input_requires_grad, out);
   return out;
+}
+
+double training_flops(const nn::Module& model, const Shape& input) {
+  double total = 0;
+  for (const LayerCost& c : layer_costs(model, input)) total += c.flops();
+  return total;
 }
 
 LayerCost loss_cost(const Shape& output, int64_t classes) {

@@ -114,10 +114,14 @@ TEST_F(Explain, ZooModelsAttributeTheStepToTheirLayers) {
     EXPECT_NE(bound_by(row, r.peaks), "-");
   }
   EXPECT_EQ(linear, 3);
-  // Linear(784, 512) at batch 64: 2·64·784·512 forward, twice that backward, plus the bias.
+  // Linear(784, 512) at batch 64: 2·64·784·512 forward and as much backward for dW, plus the
+  // bias; no dX, since its input is the data. The next Linear computes its dX too.
   const ExplainRow& first = r.rows[1];
   ASSERT_EQ(first.describe, "Linear(784, 512)");
-  EXPECT_NEAR(first.flops, 3.0 * 2 * 64 * 784 * 512, 0.01 * first.flops);
+  EXPECT_NEAR(first.flops, 2.0 * 2 * 64 * 784 * 512, 0.01 * first.flops);
+  const ExplainRow& second = r.rows[3];
+  ASSERT_EQ(second.describe, "Linear(512, 256)");
+  EXPECT_NEAR(second.flops, 3.0 * 2 * 64 * 512 * 256, 0.01 * second.flops);
 
   // Convolutional and recurrent models too. (One test, so ctest's one process per test measures
   // the suite's peaks once for all of these.)

@@ -459,7 +459,7 @@ class Sweep {
         r["reason"] = m.step.reason;
         fmt::print(stderr, "skipped: {}\n", m.step.reason);
       } else {
-        double t = m.step.median_s, flops = 3 * m.forward_flops;
+        double t = m.step.median_s, flops = m.step_flops;
         r.update({{"status", "ok"},
                   {"median_ms", 1e3 * t},
                   {"min_ms", 1e3 * m.step.min_s},
