@@ -156,11 +156,13 @@ void scatter_row(const T* row, const Conv2dGeometry& g, int64_t k, int64_t c0, i
 // Bytes of unrolled operands one thread keeps per chunk: half of a 2 MiB L2.
 constexpr int64_t kChunkBytes = int64_t(1) << 20;
 
-// Threads worth using for `macs` multiply-adds (a parallel region costs a few microseconds).
+// Threads worth using for `macs` multiply-adds. A parallel region costs a few microseconds,
+// and the second thread pulls its share of the operands over from the calling core's cache:
+// below a million multiply-adds (LeNet-5's convolutions at batch 1) one thread is faster.
 inline int threads_for(double macs) {
   if (omp_in_parallel()) return 1;
   int t = omp_get_max_threads();
-  return macs < 2e5 ? 1 : t;
+  return macs < 1e6 ? 1 : t;
 }
 
 // Pixels per chunk: `rows` unrolled rows of `elem` bytes fit in the budget; a multiple of

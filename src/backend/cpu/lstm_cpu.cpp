@@ -656,7 +656,12 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
   // Threads own either a batch shard for the whole sequence or, when the batch is too small to
   // split, a share of every step's rows (the same share at every step).
   const int nt = batch_threads(B);
-  const int parts = nt > 1 ? nt : std::max(1, omp_get_max_threads());
+  // Otherwise parallel_for below splits each step's B rows into at most this many parts (one
+  // at batch 1): each part zero-fills and finally reduces its own copy of the weight
+  // gradients, so a part too many costs a whole extra pass over them.
+  const int parts = nt > 1 ? nt
+                           : int(std::clamp<int64_t>((B + kRowsBwd - 1) / kRowsBwd, 1,
+                                                     std::max(1, omp_get_max_threads())));
   const int64_t max_rows = nt > 1 ? (B + nt - 1) / nt : B;
   // dA rows are kept ld_da apart: a power-of-two stride (4H) would map the rows of a column block
   // onto a few L1 sets.
