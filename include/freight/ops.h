@@ -80,6 +80,11 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair paddi
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) in one pass forward and one backward, without the intermediate tensor:
+// the same values and gradients (nn::Sequential uses it for a BatchNorm followed by a ReLU).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 // Zeroes each element with probability p and scales survivors by 1/(1-p); the identity when
 // !training. The mask is a function of the generator's seed and offset, identical on all devices.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);

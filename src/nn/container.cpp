@@ -1,10 +1,31 @@
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "freight/error.h"
 #include "freight/nn/container.h"
+#include "freight/nn/layers.h"
 #include "freight/ops.h"
 
 namespace freight::nn {
+
+namespace {
+// FREIGHT_FUSION=0 in the environment turns fusion off for a whole run (to time the difference).
+bool fusion_default() {
+  const char* v = std::getenv("FREIGHT_FUSION");
+  return !(v && std::string(v) == "0");
+}
+std::atomic<bool> g_fusion{fusion_default()};
+}  // namespace
+
+void set_fusion(bool on) {
+  g_fusion = on;
+}
+bool fusion_enabled() {
+  return g_fusion;
+}
 
 // ---------------------------------------------------------------- Sequential
 Sequential::Sequential(std::initializer_list<ModulePtr> modules) : Module("Sequential") {
@@ -24,7 +45,19 @@ const ModulePtr& Sequential::operator[](size_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& [name, m] : named_children()) y = (*m)(y);
+  const NamedModules& children = named_children();
+  const bool fuse = fusion_enabled();
+  for (size_t i = 0; i < children.size(); ++i) {
+    Module& m = *children[i].second;
+    auto* bn = fuse ? dynamic_cast<BatchNorm*>(&m) : nullptr;
+    if (bn && i + 1 < children.size() && dynamic_cast<ReLU*>(children[i + 1].second.get())) {
+      LayerScope scope(bn);  // the pair's time is the BatchNorm's
+      y = bn->forward_relu(y);
+      ++i;
+      continue;
+    }
+    y = m(y);
+  }
   return y;
 }
 

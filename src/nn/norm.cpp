@@ -64,9 +64,19 @@ double BatchNorm::bytes(const Shape& in) const {
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
+  return run(x, false);
+}
+
+Tensor BatchNorm::forward_relu(const Tensor& x) {
+  return run(x, true);
+}
+
+Tensor BatchNorm::run(const Tensor& x, bool relu) {
   check_input(x.shape());
-  Tensor y =
-      batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
+  Tensor y = relu ? batch_norm_relu(x, weight_, bias_, running_mean_, running_var_, is_training(),
+                                    momentum_, eps_)
+                  : batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(),
+                               momentum_, eps_);
   if (is_training()) {
     // Counted on the host and written with a fill, so a step never waits on a device read.
     num_batches_.fill_(double(++batches_));

@@ -6,6 +6,8 @@
 //   running_mean ← (1 − momentum)·running_mean + momentum·μ
 //   running_var  ← (1 − momentum)·running_var  + momentum·σ²·m/(m − 1),  m = N·L (or N·H·W).
 // Evaluation uses the running statistics, so y is a per-channel affine map of x.
+// batch_norm_relu fuses a ReLU after it: its kernels clamp y at 0 as they write it, and mask the
+// incoming gradient with y > 0 as they read it (y recomputed from x, so nothing more is kept).
 #include <fmt/format.h>
 
 #include "core/autograd_node.h"
@@ -28,9 +30,10 @@ void check_channel_tensor(const Tensor& t, const Tensor& x, int64_t c, const cha
 }
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                  const Tensor& running_mean, const Tensor& running_var, bool training,
-                  double momentum, double eps) {
+namespace {
+Tensor batch_norm_op(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     const Tensor& running_mean, const Tensor& running_var, bool training,
+                     double momentum, double eps, bool relu) {
   check_floating(x, "batch_norm");
   FREIGHT_CHECK(x.dim() >= 2 && x.dim() <= 4,
                 fmt::format("batch_norm: input must be [N, C], [N, C, L] or [N, C, H, W], got {}",
@@ -75,7 +78,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (c > 0) kernels::batch_norm_invstd(dev, packed(running_var.detach()), eps, invstd);
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (y.numel() > 0) kernels::batch_norm_forward(dev, xp, mean, invstd, wp, bp, n, c, s, y);
+  if (y.numel() > 0) kernels::batch_norm_forward(dev, xp, mean, invstd, wp, bp, n, c, s, relu, y);
 
   if (needs_grad({&x, &weight, &bias})) {
     const bool gx = x.requires_grad();
@@ -88,16 +91,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     // In evaluation `mean` is the caller's running_mean, which later training steps update in
     // place: keep a copy so that this graph's gradient uses the statistics of its forward.
     Tensor smean = training ? mean : mean.clone();
-    record("batch_norm", inputs, {y},
-           [xp, smean, invstd, wp, training, n, c, s, gx, gw, gb, wi, bi,
+    // A fused ReLU's backward recomputes the sign of y from x, the statistics, weight and bias.
+    Tensor rbp = relu ? bp : Tensor();
+    record(relu ? "batch_norm_relu" : "batch_norm", inputs, {y},
+           [xp, smean, invstd, wp, rbp, relu, training, n, c, s, gx, gw, gb, wi, bi,
             n_inputs = inputs.size()](const std::vector<Tensor>& go) {
              Tensor gy = packed(go[0]);
              std::vector<Tensor> r(n_inputs);
              Tensor dx = gx ? Tensor::empty(gy.shape(), gy.dtype(), gy.device()) : Tensor();
              Tensor dw = gw ? Tensor::empty({c}, gy.dtype(), gy.device()) : Tensor();
              Tensor db = gb ? Tensor::empty({c}, gy.dtype(), gy.device()) : Tensor();
-             kernels::batch_norm_backward(gy.device().type, gy, xp, smean, invstd, wp, training, n,
-                                          c, s, dx, dw, db);
+             kernels::batch_norm_backward(gy.device().type, gy, xp, smean, invstd, wp, rbp, relu,
+                                          training, n, c, s, dx, dw, db);
              if (gx) r[0] = dx;
              if (gw) r[wi] = dw;
              if (gb) r[bi] = db;
@@ -105,6 +110,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
            });
   }
   return y;
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum, double eps) {
+  return batch_norm_op(x, weight, bias, running_mean, running_var, training, momentum, eps, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps) {
+  return batch_norm_op(x, weight, bias, running_mean, running_var, training, momentum, eps, true);
 }
 
 }  // namespace freight

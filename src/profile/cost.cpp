@@ -163,9 +163,23 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
   bool grad_out = grad_in;
   if (seq) {
     Shape s = in;
+    const nn::Module* prev = nullptr;
+    std::string prev_name;
     for (const auto& [cname, cm] : seq->named_children()) {
       grad_out = child(cm, cname, s, grad_out);
       s = cm->output_shape(s);
+      // A ReLU after a BatchNorm runs inside it (nn::set_fusion): no pass, no kernel of its own.
+      if (prev && nn::fusion_enabled() && dynamic_cast<const nn::BatchNorm*>(prev) &&
+          dynamic_cast<const nn::ReLU*>(cm.get())) {
+        LayerCost& relu = out.back();
+        relu.describe += " (fused into " + prefix + prev_name + ")";
+        relu.fwd_flops = relu.bwd_flops = relu.fwd_bytes = relu.bwd_bytes = 0;
+        relu.fwd_ops = relu.bwd_ops = 0;
+        prev = nullptr;
+        continue;
+      }
+      prev = cm.get();
+      prev_name = cname;
     }
   } else {
     grad_out = child(res->body(), "body", in, grad_in);

@@ -1,5 +1,6 @@
 // Op table entries: batch_norm in training (2-D, 3-D and 4-D inputs, with and without affine
-// parameters and running statistics) and in evaluation.
+// parameters and running statistics) and in evaluation; batch_norm_relu (a ReLU fused after it)
+// in both.
 #include "ops/op_table.h"
 #include "ops/reference.h"
 
@@ -41,26 +42,40 @@ Tensor ref_batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, const T
   return ref::tensor(out, x.shape());
 }
 
+// relu of a reference result.
+Tensor ref_relu(const Tensor& y) {
+  std::vector<double> v = ref::values(y);
+  for (double& e : v) e = e > 0 ? e : 0.0;
+  return ref::tensor(v, y.shape());
+}
+
+// The op under test: batch_norm, or batch_norm_relu.
+Tensor bn_op(bool relu, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm,
+             const Tensor& rv, bool training) {
+  return relu ? batch_norm_relu(x, w, b, rm, rv, training, 0.1, kEps)
+              : batch_norm(x, w, b, rm, rv, training, 0.1, kEps);
+}
+
 // Training. Inputs: x, then weight and bias when `affine`. With `running`, fresh running
 // statistics are made on each call (their update is checked in the unit tests).
 OpCase train_case(std::string name, std::vector<std::vector<Shape>> shapes, bool affine,
-                  bool running, std::vector<std::vector<Shape>> bench = {}) {
+                  bool running, std::vector<std::vector<Shape>> bench = {}, bool relu = false) {
   OpCase c;
   c.name = std::move(name);
   c.shapes = std::move(shapes);
-  c.forward = [affine, running](const Inputs& in) {
+  c.forward = [affine, running, relu](const Inputs& in) {
     const Tensor& x = in[0];
     Tensor rm, rv;
     if (running) {
       rm = Tensor::zeros({x.size(1)}, x.dtype(), x.device());
       rv = Tensor::ones({x.size(1)}, x.dtype(), x.device());
     }
-    return batch_norm(x, affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), rm, rv, true, 0.1,
-                      kEps);
+    return bn_op(relu, x, affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), rm, rv, true);
   };
-  c.reference = [affine](const Inputs& in) {
-    return ref_batch_norm(in[0], affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), Tensor(),
-                          Tensor(), true);
+  c.reference = [affine, relu](const Inputs& in) {
+    Tensor y = ref_batch_norm(in[0], affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), Tensor(),
+                              Tensor(), true);
+    return relu ? ref_relu(y) : y;
   };
   c.f32_rtol = 1e-4;
   c.f32_atol = 1e-5;
@@ -70,15 +85,16 @@ OpCase train_case(std::string name, std::vector<std::vector<Shape>> shapes, bool
 }
 
 // Evaluation. Inputs: x, weight, bias, running_mean, running_var (positive).
-OpCase eval_case(std::string name, std::vector<std::vector<Shape>> shapes) {
+OpCase eval_case(std::string name, std::vector<std::vector<Shape>> shapes, bool relu = false) {
   OpCase c;
   c.name = std::move(name);
   c.shapes = std::move(shapes);
-  c.forward = [](const Inputs& in) {
-    return batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, kEps);
+  c.forward = [relu](const Inputs& in) {
+    return bn_op(relu, in[0], in[1], in[2], in[3], in[4], false);
   };
-  c.reference = [](const Inputs& in) {
-    return ref_batch_norm(in[0], in[1], in[2], in[3], in[4], false);
+  c.reference = [relu](const Inputs& in) {
+    Tensor y = ref_batch_norm(in[0], in[1], in[2], in[3], in[4], false);
+    return relu ? ref_relu(y) : y;
   };
   c.make_inputs = [](const std::vector<Shape>& shapes, DType dtype, Generator& gen) {
     Inputs in = normal_inputs(shapes, dtype, gen);
@@ -100,6 +116,13 @@ FREIGHT_OP_CASES({
     train_case("batch_norm_train_no_affine", {{{4, 3, 2, 3}}, {{5, 4}}}, false, true),
     eval_case("batch_norm_eval_2d", {{{6, 5}, {5}, {5}, {5}, {5}}}),
     eval_case("batch_norm_eval_4d", {{{3, 2, 4, 5}, {2}, {2}, {2}, {2}}}),
+    // With a fused ReLU: about half the outputs are clamped, so the masked gradient is checked
+    // (random inputs put no output within the finite-difference step of 0 at these sizes).
+    train_case("batch_norm_relu_train_2d", {{{6, 5}, {5}, {5}}}, true, false, {}, true),
+    train_case("batch_norm_relu_train_4d", {{{3, 2, 4, 5}, {2}, {2}}, {{2, 3, 3, 3}, {3}, {3}}},
+               true, true, {{{64, 16, 32, 32}, {16}, {16}}}, true),
+    train_case("batch_norm_relu_no_affine", {{{4, 3, 2, 3}}}, false, true, {}, true),
+    eval_case("batch_norm_relu_eval_4d", {{{3, 2, 4, 5}, {2}, {2}, {2}, {2}}}, true),
 });
 
 }  // namespace

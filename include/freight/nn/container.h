@@ -8,6 +8,14 @@
 
 namespace freight::nn {
 
+// Fusion of adjacent children: Sequential runs a BatchNorm followed by a ReLU as one op
+// (batch_norm_relu): the same values and gradients with one pass over the activations fewer
+// each way, and no intermediate tensor. The ReLU child is then not called (explain shows it
+// with no time of its own). On by default; off (set_fusion(false), or FREIGHT_FUSION=0 in the
+// environment) is for comparing against the unfused ops.
+void set_fusion(bool on);
+bool fusion_enabled();
+
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}

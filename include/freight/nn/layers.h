@@ -93,6 +93,9 @@ class AvgPool2d : public Module {
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) in one pass each way (batch_norm_relu): what Sequential runs for a
+  // BatchNorm followed by a ReLU.
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // scale and shift: 2 per element
@@ -116,6 +119,7 @@ class BatchNorm : public Module {
 
  private:
   void check_input(const Shape& in) const;
+  Tensor run(const Tensor& x, bool relu);
   int64_t min_rank_, max_rank_, channels_;
   double eps_, momentum_;
   int64_t batches_ = 0;  // host copy of num_batches_tracked (no device read per step)

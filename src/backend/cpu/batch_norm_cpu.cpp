@@ -19,14 +19,28 @@ int64_t channel_grain(int64_t n, int64_t s) {
   return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n * s));
 }
 
+// A fused ReLU's backward: u·[y > 0] where y = v·ms + mt is the forward's output, recomputed
+// from the input v (read anyway) with the forward's own expression (channel_affine's a·u + k
+// with the same scale and shift), so it is the same value bit for bit. A select, not a branch,
+// so the loops stay vectorised. Without Masked: u.
+template <bool Masked, class T>
+inline T masked(T u, T v, T ms, T mt) {
+  if constexpr (Masked)
+    return ms * v + mt > T(0) ? u : T(0);
+  else
+    return u;
+}
+
 // Per-channel sums over the n·s positions of each channel, in double:
 //   kShifted:  sa[ch] = Σ (u − mu[ch]),  sb[ch] = Σ (u − mu[ch])²
 //   kSumDot:   sa[ch] = Σ u,             sb[ch] = Σ u·(v − mu[ch])
+// kSumDot reads u through `masked` (ms, mt: per-channel scale and shift; null unless Masked).
 // (Raw pointer loops: written with index-taking lambdas GCC vectorised them as gathers.)
 enum SumKind { kShifted, kSumDot };
-template <SumKind K, class T>
+template <SumKind K, bool Masked, class T>
 void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const double* mu,
-                  double* sa, double* sb) {
+                  const T* ms, const T* mt, double* sa, double* sb) {
+  static_assert(K == kSumDot || !Masked);
   if (s == 1) {  // rows of c channels: vectorise across channels
     parallel_for(c, channel_grain(n, s), [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) sa[ch] = 0, sb[ch] = 0;
@@ -40,8 +54,10 @@ void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const
             sa[ch] += d;
             sb[ch] += d * d;
           } else {
-            sa[ch] += double(ur[ch]);
-            sb[ch] += double(ur[ch]) * (double(vr[ch]) - mu[ch]);
+            const double uc =
+                Masked ? double(masked<Masked>(ur[ch], vr[ch], ms[ch], mt[ch])) : double(ur[ch]);
+            sa[ch] += uc;
+            sb[ch] += uc * (double(vr[ch]) - mu[ch]);
           }
         }
       }
@@ -52,6 +68,7 @@ void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const
     for (int64_t ch = c0; ch < c1; ++ch) {
       double a = 0, b = 0;
       const double m = mu[ch];
+      const T s_ = Masked ? ms[ch] : T(0), t_ = Masked ? mt[ch] : T(0);
       for (int64_t i = 0; i < n; ++i) {
         const T* up = u + (i * c + ch) * s;
         const T* vp = v ? v + (i * c + ch) * s : nullptr;
@@ -65,8 +82,9 @@ void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const
         } else {
 #pragma omp simd reduction(+ : a, b)
           for (int64_t j = 0; j < s; ++j) {
-            a += double(up[j]);
-            b += double(up[j]) * (double(vp[j]) - m);
+            const double uj = double(masked<Masked>(up[j], vp[j], s_, t_));
+            a += uj;
+            b += uj * (double(vp[j]) - m);
           }
         }
       }
@@ -75,10 +93,20 @@ void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const
   });
 }
 
-// out = ka[ch]·u + kb[ch]·v + kc[ch] elementwise (v may be null: then no kb term).
-template <class T>
+// The ReLU of a fused ReLU: v > 0 ? v : 0, as relu (NaN gives 0).
+template <bool Relu, class T>
+inline T clamped(T v) {
+  if constexpr (Relu)
+    return v > T(0) ? v : T(0);
+  else
+    return v;
+}
+
+// out = ka[ch]·u + kb[ch]·v + kc[ch] elementwise (v may be null: then no kb term), with the
+// result through `clamped` and, given v, u through `masked` (ms, mt as for channel_sums).
+template <bool Relu, bool Masked, class T>
 void channel_affine(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const T* ka,
-                    const T* kb, const T* kc, T* out) {
+                    const T* kb, const T* kc, const T* ms, const T* mt, T* out) {
   if (s == 1) {
     parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, c)),
                  [&](int64_t i0, int64_t i1) {
@@ -88,11 +116,15 @@ void channel_affine(int64_t n, int64_t c, int64_t s, const T* u, const T* v, con
                      if (v) {
                        const T* vr = v + i * c;
 #pragma omp simd
-                       for (int64_t ch = 0; ch < c; ++ch)
-                         o[ch] = ka[ch] * ur[ch] + kb[ch] * vr[ch] + kc[ch];
+                       for (int64_t ch = 0; ch < c; ++ch) {
+                         const T uc =
+                             Masked ? masked<Masked>(ur[ch], vr[ch], ms[ch], mt[ch]) : ur[ch];
+                         o[ch] = clamped<Relu>(ka[ch] * uc + kb[ch] * vr[ch] + kc[ch]);
+                       }
                      } else {
 #pragma omp simd
-                       for (int64_t ch = 0; ch < c; ++ch) o[ch] = ka[ch] * ur[ch] + kc[ch];
+                       for (int64_t ch = 0; ch < c; ++ch)
+                         o[ch] = clamped<Relu>(ka[ch] * ur[ch] + kc[ch]);
                      }
                    }
                  });
@@ -107,14 +139,28 @@ void channel_affine(int64_t n, int64_t c, int64_t s, const T* u, const T* v, con
       if (v) {
         const T* vp = v + p * s;
         const T b = kb[ch];
+        const T s_ = Masked ? ms[ch] : T(0), t_ = Masked ? mt[ch] : T(0);
 #pragma omp simd
-        for (int64_t j = 0; j < s; ++j) o[j] = a * up[j] + b * vp[j] + k;
+        for (int64_t j = 0; j < s; ++j)
+          o[j] = clamped<Relu>(a * masked<Masked>(up[j], vp[j], s_, t_) + b * vp[j] + k);
       } else {
 #pragma omp simd
-        for (int64_t j = 0; j < s; ++j) o[j] = a * up[j] + k;
+        for (int64_t j = 0; j < s; ++j) o[j] = clamped<Relu>(a * up[j] + k);
       }
     }
   });
+}
+
+// The forward's per-channel y = x·scale + shift: scale = invstd·γ, shift = β − mean·scale (in T;
+// the backward of a fused ReLU recomputes y from them).
+template <class T>
+void forward_scale_shift(int64_t c, const T* pm, const T* pi, const T* pw, const T* pb,
+                         std::vector<T>& scale, std::vector<T>& shift) {
+  scale.resize(c), shift.resize(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    scale[ch] = pi[ch] * (pw ? pw[ch] : T(1));
+    shift[ch] = (pb ? pb[ch] : T(0)) - pm[ch] * scale[ch];
+  }
 }
 
 // ---------------------------------------------------------------- statistics
@@ -129,7 +175,8 @@ void stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, double eps, Ten
     // the distance from K to the mean, not to 0 (E[x²] − E[x]² fails for large means).
     std::vector<double> shift(c), sum_d(c), sq(c), mu(c);
     for (int64_t ch = 0; ch < c; ++ch) shift[ch] = double(px[ch * s]);
-    channel_sums<kShifted, T>(n, c, s, px, nullptr, shift.data(), sum_d.data(), sq.data());
+    channel_sums<kShifted, false, T>(n, c, s, px, nullptr, shift.data(), nullptr, nullptr,
+                                     sum_d.data(), sq.data());
     for (int64_t ch = 0; ch < c; ++ch) {
       mu[ch] = shift[ch] + sum_d[ch] / m;
       sq[ch] = std::max(0.0, sq[ch] - sum_d[ch] * sum_d[ch] / m);  // Σ(x − mean)²
@@ -173,7 +220,7 @@ void invstd_cpu(const Tensor& var, double eps, Tensor& invstd) {
 
 // ---------------------------------------------------------------- forward and backward
 void forward_cpu(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                 const Tensor& bias, int64_t n, int64_t c, int64_t s, Tensor& y) {
+                 const Tensor& bias, int64_t n, int64_t c, int64_t s, bool relu, Tensor& y) {
   dispatch_floating(x.dtype(), "batch_norm_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = cptr<T>(x);
@@ -182,19 +229,20 @@ void forward_cpu(const Tensor& x, const Tensor& mean, const Tensor& invstd, cons
     const T* pw = cptr<T>(weight);
     const T* pb = cptr<T>(bias);
     T* py = mptr<T>(y);
-    // y = x·scale + shift with scale = invstd·γ, shift = β − mean·scale.
-    std::vector<T> scale(c), shift(c);
-    for (int64_t ch = 0; ch < c; ++ch) {
-      scale[ch] = pi[ch] * (pw ? pw[ch] : T(1));
-      shift[ch] = (pb ? pb[ch] : T(0)) - pm[ch] * scale[ch];
-    }
-    channel_affine<T>(n, c, s, px, nullptr, scale.data(), nullptr, shift.data(), py);
+    std::vector<T> scale, shift;
+    forward_scale_shift<T>(c, pm, pi, pw, pb, scale, shift);
+    if (relu)
+      channel_affine<true, false, T>(n, c, s, px, nullptr, scale.data(), nullptr, shift.data(),
+                                     nullptr, nullptr, py);
+    else
+      channel_affine<false, false, T>(n, c, s, px, nullptr, scale.data(), nullptr, shift.data(),
+                                      nullptr, nullptr, py);
   });
 }
 
 void backward_cpu(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                  const Tensor& weight, bool training, int64_t n, int64_t c, int64_t s, Tensor& gx,
-                  Tensor& gweight, Tensor& gbias) {
+                  const Tensor& weight, const Tensor& bias, bool relu, bool training, int64_t n,
+                  int64_t c, int64_t s, Tensor& gx, Tensor& gweight, Tensor& gbias) {
   dispatch_floating(gy.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = cptr<T>(gy);
@@ -202,13 +250,22 @@ void backward_cpu(const Tensor& gy, const Tensor& x, const Tensor& mean, const T
     const T* pm = cptr<T>(mean);
     const T* pi = cptr<T>(invstd);
     const T* pw = cptr<T>(weight);
+    // A fused ReLU: the forward's scale and shift, to recompute its output's sign.
+    std::vector<T> ms, mt;
+    if (relu) forward_scale_shift<T>(c, pm, pi, pw, cptr<T>(bias), ms, mt);
     T* dx = mptr<T>(gx);
     T* dw = mptr<T>(gweight);
     T* db = mptr<T>(gbias);
     std::vector<double> sum_dy(c, 0.0), sum_dy_xc(c, 0.0), mu(c);  // Σ gy, Σ gy·(x − mean)
     for (int64_t ch = 0; ch < c; ++ch) mu[ch] = double(pm[ch]);
-    if ((training && dx) || dw || db)
-      channel_sums<kSumDot, T>(n, c, s, pg, px, mu.data(), sum_dy.data(), sum_dy_xc.data());
+    if ((training && dx) || dw || db) {
+      if (relu)
+        channel_sums<kSumDot, true, T>(n, c, s, pg, px, mu.data(), ms.data(), mt.data(),
+                                       sum_dy.data(), sum_dy_xc.data());
+      else
+        channel_sums<kSumDot, false, T>(n, c, s, pg, px, mu.data(), nullptr, nullptr, sum_dy.data(),
+                                        sum_dy_xc.data());
+    }
     for (int64_t ch = 0; ch < c; ++ch) {
       if (dw) dw[ch] = T(sum_dy_xc[ch] * double(pi[ch]));  // Σ gy·x̂
       if (db) db[ch] = T(sum_dy[ch]);
@@ -225,7 +282,12 @@ void backward_cpu(const Tensor& gy, const Tensor& x, const Tensor& mean, const T
       const double C = training ? B * double(pm[ch]) - A * sum_dy[ch] / m : 0.0;
       ka[ch] = T(A), kb[ch] = T(-B), kc[ch] = T(C);
     }
-    channel_affine<T>(n, c, s, pg, px, ka.data(), kb.data(), kc.data(), dx);
+    if (relu)
+      channel_affine<false, true, T>(n, c, s, pg, px, ka.data(), kb.data(), kc.data(), ms.data(),
+                                     mt.data(), dx);
+    else
+      channel_affine<false, false, T>(n, c, s, pg, px, ka.data(), kb.data(), kc.data(), nullptr,
+                                      nullptr, dx);
   });
 }
 

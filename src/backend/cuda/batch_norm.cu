@@ -12,6 +12,9 @@
 //   backward pass is one launch.
 // Forward: one thread per element, 256 per block, grid-stride: y = x·scale + shift with
 //   scale = invstd·γ and shift = β − mean·scale formed in T as the CPU forms them.
+// A fused ReLU (batch_norm_relu): the forward clamps y at 0 as it writes it; the backward reads
+//   gy·[y > 0] wherever the plain one reads gy, with y recomputed from x by the forward's own
+//   expression x·scale + shift (the same value, so the same sign).
 // Running statistics and eval invstd: one thread per channel, 256 per block, in double.
 #include <cmath>
 
@@ -129,18 +132,20 @@ void invstd_cuda(const Tensor& var, double eps, Tensor& invstd) {
 // weight and bias may be null (1 and 0).
 template <class T>
 __global__ void forward_kernel(const T* x, const T* mean, const T* invstd, const T* weight,
-                               const T* bias, int64_t c, int64_t s, int64_t total, T* y) {
+                               const T* bias, int64_t c, int64_t s, int64_t total, bool relu,
+                               T* y) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = (e / s) % c;
     const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
     const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
-    y[e] = x[e] * scale + shift;
+    const T v = x[e] * scale + shift;
+    y[e] = relu ? (v > T(0) ? v : T(0)) : v;  // NaN gives 0, as relu
   }
 }
 
 void forward_cuda(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                  const Tensor& bias, int64_t n, int64_t c, int64_t s, Tensor& y) {
+                  const Tensor& bias, int64_t n, int64_t c, int64_t s, bool relu, Tensor& y) {
   FREIGHT_CHECK(x.is_contiguous() && mean.is_contiguous() && invstd.is_contiguous() &&
                     (!weight.defined() || weight.is_contiguous()) &&
                     (!bias.defined() || bias.is_contiguous()) && y.is_contiguous(),
@@ -153,27 +158,39 @@ void forward_cuda(const Tensor& x, const Tensor& mean, const Tensor& invstd, con
     using T = decltype(tag);
     forward_kernel<T><<<blocks_for(total), 256, 0, stream(dev)>>>(
         cptr<T>(x), cptr<T>(mean), cptr<T>(invstd), cptr<T>(weight), cptr<T>(bias), c, s, total,
-        static_cast<T*>(y.data_ptr()));
+        relu, static_cast<T*>(y.data_ptr()));
     FREIGHT_CUDA_CHECK_LAUNCH();
   });
 }
 
-// Optional pointers: weight (1), gx, gweight, gbias (not wanted). `sums`: whether Σgy and
-// Σgy·(x − mean) are needed ((training && gx) || gweight || gbias); the same for every block.
+// gy·[x·scale + shift > 0] behind a fused ReLU (the forward's output and expression); gy
+// itself without.
+template <class T>
+__device__ __forceinline__ T masked_grad(const T* gy, const T* x, bool relu, T scale, T shift,
+                                         int64_t o) {
+  return relu && !(x[o] * scale + shift > T(0)) ? T(0) : gy[o];
+}
+
+// Optional pointers: weight (1), bias (0; read only behind a fused ReLU), gx, gweight, gbias
+// (not wanted). `sums`: whether Σgy and Σgy·(x − mean) are needed ((training && gx) ||
+// gweight || gbias); the same for every block.
 template <class T>
 __global__ void backward_kernel(const T* gy, const T* x, const T* mean, const T* invstd,
-                                const T* weight, bool training, bool sums, int64_t n, int64_t c,
-                                int64_t s, T* gx, T* gweight, T* gbias) {
+                                const T* weight, const T* bias, bool relu, bool training, bool sums,
+                                int64_t n, int64_t c, int64_t s, T* gx, T* gweight, T* gbias) {
   __shared__ double scratch[32];
   const int64_t m = n * s;
   for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {  // uniform across the block
     const double mu = double(mean[ch]);
+    const T scale = invstd[ch] * (weight ? weight[ch] : T(1));  // as forward_kernel
+    const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
     double sum_dy = 0, sum_dy_xc = 0;  // Σ gy, Σ gy·(x − mean)
     if (sums) {
       for (int64_t q = threadIdx.x; q < m; q += blockDim.x) {
         const int64_t o = channel_offset(q, ch, c, s);
-        sum_dy += double(gy[o]);
-        sum_dy_xc += double(gy[o]) * (double(x[o]) - mu);
+        const double g = double(masked_grad(gy, x, relu, scale, shift, o));
+        sum_dy += g;
+        sum_dy_xc += g * (double(x[o]) - mu);
       }
       sum_dy = block_reduce(sum_dy, 0.0, SumOp{}, scratch);
       sum_dy_xc = block_reduce(sum_dy_xc, 0.0, SumOp{}, scratch);
@@ -194,16 +211,17 @@ __global__ void backward_kernel(const T* gy, const T* x, const T* mean, const T*
     const T ka = T(A), kb = T(-B), kc = T(C);
     for (int64_t q = threadIdx.x; q < m; q += blockDim.x) {
       const int64_t o = channel_offset(q, ch, c, s);
-      gx[o] = ka * gy[o] + kb * x[o] + kc;
+      gx[o] = ka * masked_grad(gy, x, relu, scale, shift, o) + kb * x[o] + kc;
     }
   }
 }
 
 void backward_cuda(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                   const Tensor& weight, bool training, int64_t n, int64_t c, int64_t s, Tensor& gx,
-                   Tensor& gweight, Tensor& gbias) {
+                   const Tensor& weight, const Tensor& bias, bool relu, bool training, int64_t n,
+                   int64_t c, int64_t s, Tensor& gx, Tensor& gweight, Tensor& gbias) {
   FREIGHT_CHECK(gy.is_contiguous() && x.is_contiguous() && mean.is_contiguous() &&
                     invstd.is_contiguous() && (!weight.defined() || weight.is_contiguous()) &&
+                    (!bias.defined() || bias.is_contiguous()) &&
                     (!gx.defined() || gx.is_contiguous()) &&
                     (!gweight.defined() || gweight.is_contiguous()) &&
                     (!gbias.defined() || gbias.is_contiguous()),
@@ -215,8 +233,8 @@ void backward_cuda(const Tensor& gy, const Tensor& x, const Tensor& mean, const 
   dispatch_floating(gy.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     backward_kernel<T><<<blocks_for_rows(c), threads_for_row(n * s), 0, stream(dev)>>>(
-        cptr<T>(gy), cptr<T>(x), cptr<T>(mean), cptr<T>(invstd), cptr<T>(weight), training, sums, n,
-        c, s, mptr<T>(gx), mptr<T>(gweight), mptr<T>(gbias));
+        cptr<T>(gy), cptr<T>(x), cptr<T>(mean), cptr<T>(invstd), cptr<T>(weight), cptr<T>(bias),
+        relu, training, sums, n, c, s, mptr<T>(gx), mptr<T>(gweight), mptr<T>(gbias));
     FREIGHT_CUDA_CHECK_LAUNCH();
   });
 }

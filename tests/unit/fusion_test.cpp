@@ -1,0 +1,92 @@
+// Sequential's fusion of a BatchNorm followed by a ReLU (batch_norm_relu): the fused pair must
+// give the unfused ops' outputs, gradients and running statistics bit for bit, in training and
+// in evaluation, and must really be fused (its output comes from batch_norm_relu).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/autograd_node.h"
+#include "freight/freight.h"
+
+namespace freight {
+namespace {
+
+// Restores the process-wide switch whatever a test does.
+struct FusionGuard {
+  bool saved = nn::fusion_enabled();
+  ~FusionGuard() { nn::set_fusion(saved); }
+};
+
+nn::ModulePtr conv_bn_relu_net() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(2, 4, 3, 1, 1), std::make_shared<nn::BatchNorm2d>(4),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(4 * 6 * 5, 8), std::make_shared<nn::BatchNorm1d>(8),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
+}
+
+struct Observed {
+  std::vector<double> out;
+  std::vector<std::vector<double>> grads, buffers;
+};
+
+// Two training steps' forward and backward (so the second uses updated running statistics),
+// then an evaluation forward, from the same seed: everything observable.
+Observed run(bool fuse, DType dtype) {
+  nn::set_fusion(fuse);
+  manual_seed(7);
+  nn::ModulePtr net = conv_bn_relu_net();
+  net->to(dtype);
+  Generator gen(3);
+  Observed r;
+  for (int step = 0; step < 2; ++step) {
+    net->train();
+    net->zero_grad();
+    Tensor x = Tensor::normal({5, 2, 6, 5}, 0.3, 1.5, dtype, Device::cpu(), &gen);
+    Tensor y = (*net)(x);
+    Tensor w = Tensor::normal(y.shape(), 0, 1, dtype, Device::cpu(), &gen);
+    sum(mul(y, w)).backward();
+    std::vector<double> o = y.to_double_vector();
+    r.out.insert(r.out.end(), o.begin(), o.end());
+    for (const auto& [name, p] : net->named_parameters())
+      r.grads.push_back(p.grad().to_double_vector());
+  }
+  net->eval();
+  Tensor x = Tensor::normal({3, 2, 6, 5}, 0, 1, dtype, Device::cpu(), &gen);
+  std::vector<double> o = (*net)(x).to_double_vector();
+  r.out.insert(r.out.end(), o.begin(), o.end());
+  for (const auto& [name, b] : net->named_buffers()) r.buffers.push_back(b.to_double_vector());
+  return r;
+}
+
+TEST(Fusion, BatchNormReluIsBitIdenticalToTheUnfusedPair) {
+  FusionGuard guard;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Observed fused = run(true, dtype), plain = run(false, dtype);
+    EXPECT_EQ(fused.out, plain.out);
+    ASSERT_EQ(fused.grads.size(), plain.grads.size());
+    for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], plain.grads[i]) << i;
+    EXPECT_EQ(fused.buffers, plain.buffers);
+  }
+}
+
+TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
+  FusionGuard guard;
+  manual_seed(1);
+  nn::Sequential net{std::make_shared<nn::BatchNorm1d>(4), std::make_shared<nn::ReLU>()};
+  Tensor x = Tensor::normal({6, 4}, 0, 1, DType::F32, Device::cpu());
+  nn::set_fusion(true);
+  Tensor y = net(x);
+  ASSERT_TRUE(y.grad_fn());
+  EXPECT_EQ(std::string(y.grad_fn()->name), "batch_norm_relu");
+  size_t clamped = 0;
+  for (double v : y.to_double_vector()) clamped += v == 0;
+  EXPECT_GT(clamped, 0u);
+  nn::set_fusion(false);
+  EXPECT_EQ(std::string(net(x).grad_fn()->name), "relu");
+}
+
+}  // namespace
+}  // namespace freight
