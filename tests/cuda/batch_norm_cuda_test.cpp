@@ -1,7 +1,7 @@
 // Batch normalisation on CUDA beyond the op table: the running statistics after several
 // training steps (unbiased variance, momentum) against the CPU, evaluation from them, float64,
-// [N, C] inputs (strided channels), optional affine parameters, a large mean (the shifted
-// variance), and odd sizes with poisoned allocations. Skips without a GPU.
+// [N, C] inputs (strided channels), optional affine parameters, a fused ReLU, a large mean (the
+// shifted variance), and odd sizes with poisoned allocations. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_compare.h"
@@ -70,6 +70,19 @@ TEST_F(BatchNormCuda, TrainingGradientsMatchTheCpu) {
           what + " no affine", {x},
           [](const std::vector<Tensor>& v) {
             return batch_norm(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+          },
+          tol);
+      // With a fused ReLU: the GPU recomputes the mask from x as the CPU does.
+      expect_cuda_matches_cpu(
+          what + " fused relu", {x, w, b},
+          [](const std::vector<Tensor>& v) {
+            return batch_norm_relu(v[0], v[1], v[2], Tensor(), Tensor(), true, 0.1, 1e-5);
+          },
+          tol);
+      expect_cuda_matches_cpu(
+          what + " fused relu, no affine", {x},
+          [](const std::vector<Tensor>& v) {
+            return batch_norm_relu(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
           },
           tol);
     }
