@@ -58,9 +58,11 @@ const char* const kDefaultModels =
     "mlp,mnist-cnn,lenet5,lstm-rows,fcn5,alexnet-cifar,resnet56-cifar,lstm-ptb";
 const char* const kQuickModels = "mlp,mnist-cnn,lenet5,lstm-rows";
 const char* const kFlopsConvention =
-    "GFLOP/s = 3 x forward FLOPs of the batch (nn::Module::flops, a multiply-add counted as 2) / "
-    "step time: the backward pass is counted as twice the forward, the loss and the optimizer "
-    "update not at all; the same count is used for PyTorch";
+    "GFLOP/s = FLOPs of the step's forward and backward passes (freight::training_flops, a "
+    "multiply-add counted as 2) / step time: each layer's forward (nn::Module::flops) and its "
+    "backward by layer type (a Linear or Conv2d twice its forward for dW and dX, once where "
+    "its input is the data, which needs no dX); the loss and the optimizer update not at "
+    "all; the same count is used for PyTorch";
 // glibc malloc settings for the PyTorch side: never trim the heap (64 GiB) and never serve a
 // block by mmap below 4 GiB, so that freed tensors are reused rather than unmapped and faulted in
 // again at every step (PyTorch's CPU allocator is plain malloc/free).
