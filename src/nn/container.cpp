@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <typeinfo>
 
 #include "freight/error.h"
 #include "freight/nn/container.h"
@@ -27,6 +28,12 @@ bool fusion_enabled() {
   return g_fusion;
 }
 
+bool fuses_with_next(const Module& m, const Module& next) {
+  const std::type_info& t = typeid(m);
+  return fusion_enabled() && (t == typeid(BatchNorm1d) || t == typeid(BatchNorm2d)) &&
+         typeid(next) == typeid(ReLU);
+}
+
 // ---------------------------------------------------------------- Sequential
 Sequential::Sequential(std::initializer_list<ModulePtr> modules) : Module("Sequential") {
   for (const ModulePtr& m : modules) push_back(m);
@@ -46,13 +53,11 @@ const ModulePtr& Sequential::operator[](size_t i) const {
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   const NamedModules& children = named_children();
-  const bool fuse = fusion_enabled();
   for (size_t i = 0; i < children.size(); ++i) {
     Module& m = *children[i].second;
-    auto* bn = fuse ? dynamic_cast<BatchNorm*>(&m) : nullptr;
-    if (bn && i + 1 < children.size() && dynamic_cast<ReLU*>(children[i + 1].second.get())) {
-      LayerScope scope(bn);  // the pair's time is the BatchNorm's
-      y = bn->forward_relu(y);
+    if (i + 1 < children.size() && fuses_with_next(m, *children[i + 1].second)) {
+      LayerScope scope(&m);  // the pair's time is the BatchNorm's
+      y = static_cast<BatchNorm&>(m).forward_relu(y);
       ++i;
       continue;
     }

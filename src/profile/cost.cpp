@@ -169,8 +169,7 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
       grad_out = child(cm, cname, s, grad_out);
       s = cm->output_shape(s);
       // A ReLU after a BatchNorm runs inside it (nn::set_fusion): no pass, no kernel of its own.
-      if (prev && nn::fusion_enabled() && dynamic_cast<const nn::BatchNorm*>(prev) &&
-          dynamic_cast<const nn::ReLU*>(cm.get())) {
+      if (prev && nn::fuses_with_next(*prev, *cm)) {
         LayerCost& relu = out.back();
         relu.describe += " (fused into " + prefix + prev_name + ")";
         relu.fwd_flops = relu.bwd_flops = relu.fwd_bytes = relu.bwd_bytes = 0;

@@ -88,5 +88,22 @@ TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   EXPECT_EQ(std::string(net(x).grad_fn()->name), "relu");
 }
 
+// A ReLU subclass with its own forward is not the ReLU the fused kernels apply: it runs itself.
+struct HalfReLU : nn::ReLU {
+  Tensor forward(const Tensor& x) override { return scale(x, 0.5); }
+};
+
+TEST(Fusion, SubclassesAreNotFused) {
+  FusionGuard guard;
+  nn::set_fusion(true);
+  manual_seed(2);
+  nn::Sequential net{std::make_shared<nn::BatchNorm1d>(3), std::make_shared<HalfReLU>()};
+  Tensor x = Tensor::normal({5, 3}, 0, 1, DType::F32, Device::cpu());
+  std::vector<double> y = net(x).to_double_vector();
+  std::vector<double> bn = (*net[0])(x).to_double_vector();
+  ASSERT_EQ(y.size(), bn.size());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], 0.5 * bn[i]) << i;
+}
+
 }  // namespace
 }  // namespace freight

@@ -15,6 +15,10 @@ namespace freight::nn {
 // environment) is for comparing against the unfused ops.
 void set_fusion(bool on);
 bool fusion_enabled();
+// Whether Sequential runs child `m` and the child after it, `next`, as one op: fusion is on, m
+// is exactly a BatchNorm1d or BatchNorm2d and next exactly a ReLU (not subclasses, whose
+// forward may differ).
+bool fuses_with_next(const Module& m, const Module& next);
 
 class Sequential : public Module {
  public:
