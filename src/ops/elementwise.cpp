@@ -6,8 +6,8 @@
 #include "core/tensor_impl.h"
 #include "freight/error.h"
 #include "freight/ops.h"
-#include "ops/op_utils.h"
 #include "ops/kernels/elementwise.h"
+#include "ops/op_utils.h"
 
 namespace freight {
 
@@ -43,10 +43,10 @@ void check_same_device_dtype(const Tensor& a, const Tensor& b, const char* op) {
                             ".to(device)",
                             op, shape_str(a.shape()), a.device().str(), shape_str(b.shape()),
                             b.device().str()));
-  FREIGHT_CHECK(a.dtype() == b.dtype(),
-                fmt::format("{}: operands of different dtypes ({} {} and {} {})", op,
-                            shape_str(a.shape()), dtype_name(a.dtype()), shape_str(b.shape()),
-                            dtype_name(b.dtype())));
+  FREIGHT_CHECK(
+      a.dtype() == b.dtype(),
+      fmt::format("{}: operands of different dtypes ({} {} and {} {})", op, shape_str(a.shape()),
+                  dtype_name(a.dtype()), shape_str(b.shape()), dtype_name(b.dtype())));
 }
 
 void check_floating(const Tensor& x, const char* op) {
@@ -59,10 +59,14 @@ void check_floating(const Tensor& x, const char* op) {
 namespace {
 const char* binary_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
+    case BinaryOp::Add:
+      return "add";
+    case BinaryOp::Sub:
+      return "sub";
+    case BinaryOp::Mul:
+      return "mul";
+    case BinaryOp::Div:
+      return "div";
   }
   return "?";
 }
@@ -120,17 +124,35 @@ Tensor scalar_op(ScalarOp op, const Tensor& a, double s, const char* name) {
 
 const char* unary_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Square: return "square";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Square:
+      return "square";
+    case UnaryOp::Relu:
+      return "relu";
+    case UnaryOp::Sigmoid:
+      return "sigmoid";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Gelu:
+      return "gelu";
   }
   return "?";
+}
+
+// Whether an op's backward rule reads its input x (log, square, gelu) rather than its output y
+// (the others). relu reads the sign of y: y > 0 exactly when x > 0 (relu(NaN) is 0, and NaN > 0
+// is false). Only that one tensor is kept for the backward: keeping both would hold every ReLU's
+// input alive until the backward, an activation-sized tensor nothing else needs (a convolution's
+// output, say; its own backward reads only its input).
+bool backward_reads_input(UnaryOp op) {
+  return op == UnaryOp::Log || op == UnaryOp::Square || op == UnaryOp::Gelu;
 }
 
 Tensor unary(UnaryOp op, const Tensor& x) {
@@ -139,11 +161,14 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() > 0) kernels::unary(x.device().type, op, packed(x), out);
   if (needs_grad({&x})) {
-    Tensor sx = x.detach(), sy = out.detach();
-    record(name, {x}, {out}, [op, sx, sy](const std::vector<Tensor>& g) {
-      Tensor gx = Tensor::empty(sx.shape(), sx.dtype(), sx.device());
-      if (gx.numel() > 0)
-        kernels::unary_backward(sx.device().type, op, packed(sx), sy, packed(g[0]), gx);
+    // The kept tensor goes in both of the kernel's x and y slots; the rule reads the right one.
+    Tensor kept = backward_reads_input(op) ? x.detach() : out.detach();
+    record(name, {x}, {out}, [op, kept](const std::vector<Tensor>& g) {
+      Tensor gx = Tensor::empty(kept.shape(), kept.dtype(), kept.device());
+      if (gx.numel() > 0) {
+        Tensor k = packed(kept);
+        kernels::unary_backward(k.device().type, op, k, k, packed(g[0]), gx);
+      }
       return std::vector<Tensor>{gx};
     });
   }
@@ -151,30 +176,72 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 }
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
-Tensor scale(const Tensor& a, double s) { return scalar_op(ScalarOp::Mul, a, s, "scale"); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Add, a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Sub, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Div, a, b);
+}
+Tensor scale(const Tensor& a, double s) {
+  return scalar_op(ScalarOp::Mul, a, s, "scale");
+}
 Tensor add_scalar(const Tensor& a, double s) {
   return scalar_op(ScalarOp::Add, a, s, "add_scalar");
 }
-Tensor neg(const Tensor& a) { return unary(UnaryOp::Neg, a); }
-Tensor exp(const Tensor& a) { return unary(UnaryOp::Exp, a); }
-Tensor log(const Tensor& a) { return unary(UnaryOp::Log, a); }
-Tensor sqrt(const Tensor& a) { return unary(UnaryOp::Sqrt, a); }
-Tensor square(const Tensor& a) { return unary(UnaryOp::Square, a); }
-Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
-Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
-Tensor gelu(const Tensor& x) { return unary(UnaryOp::Gelu, x); }
+Tensor neg(const Tensor& a) {
+  return unary(UnaryOp::Neg, a);
+}
+Tensor exp(const Tensor& a) {
+  return unary(UnaryOp::Exp, a);
+}
+Tensor log(const Tensor& a) {
+  return unary(UnaryOp::Log, a);
+}
+Tensor sqrt(const Tensor& a) {
+  return unary(UnaryOp::Sqrt, a);
+}
+Tensor square(const Tensor& a) {
+  return unary(UnaryOp::Square, a);
+}
+Tensor relu(const Tensor& x) {
+  return unary(UnaryOp::Relu, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary(UnaryOp::Sigmoid, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary(UnaryOp::Tanh, x);
+}
+Tensor gelu(const Tensor& x) {
+  return unary(UnaryOp::Gelu, x);
+}
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator*(const Tensor& a, double s) { return scale(a, s); }
-Tensor operator*(double s, const Tensor& a) { return scale(a, s); }
-Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator*(const Tensor& a, double s) {
+  return scale(a, s);
+}
+Tensor operator*(double s, const Tensor& a) {
+  return scale(a, s);
+}
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
 
 }  // namespace freight

@@ -89,3 +89,28 @@ TEST(Autograd, UnusedBranchOfAMultiUseTensorStillPropagates) {
 
 }  // namespace
 }  // namespace freight
+
+namespace freight {
+namespace {
+
+// An elementwise op keeps only the tensor its backward reads: relu its output, not its input.
+// Here the input of relu is an intermediate (2x, whose own backward needs nothing), so once its
+// handle is gone it must be freed, though the graph is alive.
+TEST(AutogradMemory, ReluKeepsOnlyItsOutputForBackward) {
+  const int64_t n = 1 << 18;  // 1 MiB of float
+  Tensor x = Tensor::normal({n}, 0, 1, DType::F32, Device::cpu()).set_requires_grad(true);
+  const size_t before = memory_stats(Device::cpu()).in_use;
+  Tensor y;
+  {
+    Tensor t = scale(x, 2.0);
+    y = relu(t);
+  }
+  const size_t kept = memory_stats(Device::cpu()).in_use - before;
+  EXPECT_EQ(kept, size_t(n) * sizeof(float)) << "relu's input should have been freed";
+  sum(y).backward();
+  std::vector<double> g = x.grad().to_double_vector(), xv = x.to_double_vector();
+  for (int64_t i = 0; i < n; i += 997) EXPECT_EQ(g[i], xv[i] > 0 ? 2.0 : 0.0) << i;
+}
+
+}  // namespace
+}  // namespace freight
