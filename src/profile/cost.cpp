@@ -117,11 +117,12 @@ void leaf_rules(const nn::Module& m, LayerCost& c, bool grad_in) {
     c.bwd_ops -= 1;
     c.bwd_gemms -= 1;
   } else if (t == "LSTM") {
-    // The first layer's dX = dA·W_ih over the whole sequence (one GEMM) is skipped.
+    // The first layer's dX = dA·W_ih is skipped: one GEMM per step.
     auto& l = dynamic_cast<const nn::LSTM&>(m);
-    double bt = double(c.input.at(0)) * double(c.input.at(1));
+    double steps = double(c.input.at(1)), bt = double(c.input.at(0)) * steps;
     c.bwd_flops -= 2.0 * bt * 4.0 * double(l.hidden_size()) * double(c.input.back());
     c.bwd_bytes -= kF32 * in;
+    c.bwd_gemms -= steps;
   } else if (t == "BatchNorm1d" || t == "BatchNorm2d") {
     c.bwd_flops = 2.0 * in;  // the two reductions for dgamma and dbeta; no dX
     c.bwd_bytes -= kF32 * in;
@@ -148,7 +149,8 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
     // A leaf, or a container of unknown dataflow costed as a whole.
     leaf_rules(m, c, grad_in);
     out.push_back(c);
-    return grad_in || c.params > 0;
+    // All of its parameters: a container costed as a whole has them in its children.
+    return grad_in || m.num_parameters() > 0;
   }
   c.container = true;
   size_t self = out.size();

@@ -42,22 +42,50 @@ void add_terms(Terms& t, double flops, double bytes, double gemms, double ops, d
   t.overhead += ops * op_cost;
 }
 
-// Bytes kept alive for backward: each leaf layer's output (its input is the previous one's),
-// the LSTM's gates and cell states, dropout masks, plus the gradient in flight (twice the largest
-// activation) at the peak of backward.
+// Whether a layer's backward reads its input (which then stays alive until the backward), or
+// its output. What Freight's ops keep: linear, conv2d, batch norm, GELU and the LSTM their
+// input; ReLU, sigmoid and tanh their output (relu the sign of it); pooling only indices (max)
+// or nothing (average); dropout its byte mask; views nothing of their own. A ReLU fused into a
+// batch norm keeps nothing: the batch norm recomputes its sign from its own input.
+bool keeps_input(const LayerCost& c) {
+  static const char* const kTypes[] = {"Linear", "Conv2d", "BatchNorm1d", "BatchNorm2d",
+                                       "GELU",   "LSTM",   "Embedding"};
+  for (const char* t : kTypes)
+    if (c.type == t) return true;
+  return false;
+}
+bool keeps_output(const LayerCost& c) {
+  bool fused = c.fwd_bytes == 0 && c.fwd_ops == 0;  // cost.cpp zeroes a fused ReLU
+  return !fused && (c.type == "ReLU" || c.type == "Sigmoid" || c.type == "Tanh");
+}
+bool is_view(const LayerCost& c) {
+  return c.type == "Flatten" || c.type == "Reshape" || c.type == "LastStep";
+}
+
+// Bytes kept alive for backward: each leaf's output that its own backward or the next leaf's
+// reads (keeps_output, keeps_input; a view passes its input through), max pooling's indices,
+// the LSTM's gates and cell states, dropout masks; plus the gradient in flight (twice the
+// largest activation) at the peak of backward. Leaves are taken in forward order, so in a
+// residual block the shortcut is approximated as the body's next layer.
 double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes) {
+  std::vector<const LayerCost*> leaves;
+  for (const LayerCost& c : layers)
+    if (!(c.container && c.fwd_flops == 0)) leaves.push_back(&c);
   double total = batch_bytes, largest = 0;
-  for (const LayerCost& c : layers) {
-    if (c.container && c.fwd_flops == 0) continue;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LayerCost& c = *leaves[i];
     double out = kF32 * double(shape_numel(c.output));
-    bool view = c.type == "Flatten" || c.type == "Reshape" || c.type == "LastStep";
-    if (!view) total += out;
+    largest = std::max(largest, out);
+    size_t j = i + 1;
+    while (j < leaves.size() && is_view(*leaves[j])) ++j;
+    const bool last = j == leaves.size();  // the logits: read by the loss
+    if (!is_view(c) && (last || keeps_output(c) || keeps_input(*leaves[j]))) total += out;
     if (c.type == "LSTM" && c.input.size() == 3) {
       // gates [B, T, 4H] and cells [B, T, H] per layer, as bytes() counts them
       total += c.fwd_bytes / 2;
     }
+    if (c.type == "MaxPool2d") total += 4.0 * double(shape_numel(c.output));  // int32 indices
     if (c.type == "Dropout") total += double(shape_numel(c.output));
-    largest = std::max(largest, out);
   }
   return total + 2.0 * largest;
 }

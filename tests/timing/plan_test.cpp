@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "bench/timing.h"
+#include "freight/nn/model_file.h"
 #include "freight/peaks.h"
 #include "freight/plan.h"
 #include "freight/runtime.h"
@@ -170,6 +172,36 @@ TEST_F(PlanVsMeasured, CpuEpochWithinOneAndAHalfTimes) {
   EXPECT_NEAR(cpu.total_s, 3 * cpu.epoch_s, 1e-9);
   EXPECT_FALSE(r.devices.back().measured);
   EXPECT_FALSE(r.reason.empty());
+
+  // Memory: the plan's total for a training step against the allocator's measured peak over
+  // steps of the same model, batch and optimizer (bench's measurement: SGD with momentum). The
+  // plan counts what each op keeps for the backward (plan.cpp: activation_bytes).
+  struct MemoryCase {
+    const char* model;
+    int64_t batch;
+  };
+  for (const MemoryCase& c : {MemoryCase{"mlp", 256}, MemoryCase{"lenet5", 64},
+                              MemoryCase{"mnist-cnn", 64}, MemoryCase{"fashion-cnn", 32}}) {
+    SCOPED_TRACE(c.model);
+    PlanOptions mo;
+    mo.model = c.model;
+    mo.batch_size = c.batch;
+    mo.optimizer = "sgd";
+    mo.reference_gpu = false;
+    const double predicted = plan(mo).devices.front().total_bytes;
+    bench::TimingOptions quick;
+    quick.seconds = 0.05;
+    quick.min_rounds = 1;
+    quick.warmup_seconds = 0;
+    const double measured = double(bench::measure_freight(nn::load_model_spec(c.model), c.batch,
+                                                          Device::cpu(), 0, quick, false)
+                                       .peak_memory);
+    const double ratio = predicted / measured;
+    std::printf("  %-11s batch %3lld: memory predicted %6.1f MiB, measured %6.1f MiB: %.2fx\n",
+                c.model, (long long)c.batch, predicted / (1 << 20), measured / (1 << 20), ratio);
+    EXPECT_GT(ratio, 0.75);
+    EXPECT_LT(ratio, 1.5);
+  }
 }
 
 }  // namespace

@@ -724,7 +724,9 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
   } else {
     for (int64_t t = T - 1; t >= 0; --t)
       parallel_for(B, kRowsBwd, [&](int64_t r0, int64_t r1) {
-        run(omp_in_parallel() ? omp_get_thread_num() : 0, t, r0, r1);
+        // One part: the loop ran inline, perhaps inside a caller's parallel region, whose
+        // thread numbers are not ours.
+        run(parts > 1 && omp_in_parallel() ? omp_get_thread_num() : 0, t, r0, r1);
       });
   }
   // Add up the threads' partial sums; the weight gradients are transposed on the way.
