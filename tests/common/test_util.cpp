@@ -2,7 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 
 namespace freight::test {
@@ -35,21 +42,51 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (!actual.defined() || !expected.defined())
     return ::testing::AssertionFailure() << "undefined tensor";
   if (actual.shape() != expected.shape())
-    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape())
-                                         << " != expected " << shape_str(expected.shape());
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " != expected "
+                                         << shape_str(expected.shape());
   std::vector<double> x = actual.to_double_vector(), y = expected.to_double_vector();
   for (size_t i = 0; i < x.size(); ++i) {
     double tol = atol + rtol * std::fabs(y[i]);
     if (!(std::fabs(x[i] - y[i]) <= tol))  // NaN fails
-      return ::testing::AssertionFailure()
-             << fmt::format("element {} of {}: {:.10g} vs expected {:.10g} (|diff| {:.3g} > tol "
-                            "{:.3g})",
-                            i, shape_str(actual.shape()), x[i], y[i], std::fabs(x[i] - y[i]),
-                            tol);
+      return ::testing::AssertionFailure() << fmt::format(
+                 "element {} of {}: {:.10g} vs expected {:.10g} (|diff| {:.3g} > tol "
+                 "{:.3g})",
+                 i, shape_str(actual.shape()), x[i], y[i], std::fabs(x[i] - y[i]), tol);
   }
   return ::testing::AssertionSuccess();
 }
 
-bool have_cuda() { return cuda_available(); }
+bool have_cuda() {
+  return cuda_available();
+}
+
+ShellRun shell(const std::string& cmd) {
+  ShellRun r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+ScopedPeaksFile::ScopedPeaksFile(const std::string& tag) {
+  namespace fs = std::filesystem;
+  dir_ =
+      (fs::temp_directory_path() / ("freight_" + tag + "_" + std::to_string(::getpid()))).string();
+  fs::create_directories(dir_);
+  if (const char* old = std::getenv("FREIGHT_PEAKS_FILE")) old_ = old, had_old_ = true;
+  ::setenv("FREIGHT_PEAKS_FILE", (fs::path(dir_) / "peaks.json").c_str(), 1);
+}
+
+ScopedPeaksFile::~ScopedPeaksFile() {
+  if (had_old_)
+    ::setenv("FREIGHT_PEAKS_FILE", old_.c_str(), 1);
+  else
+    ::unsetenv("FREIGHT_PEAKS_FILE");
+  std::filesystem::remove_all(dir_);
+}
 
 }  // namespace freight::test

@@ -36,6 +36,30 @@ inline bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+// A shell command's exit status (128 + the signal when killed, -1 when it could not start) and
+// what it printed, stdout and stderr together.
+struct ShellRun {
+  int status = -1;
+  std::string output;
+};
+ShellRun shell(const std::string& cmd);
+
+// Points FREIGHT_PEAKS_FILE at a fresh file in a private directory (named after `tag` and the
+// process) while it lives, so a suite measures the device peaks once for itself; then puts the
+// old value back and removes the directory.
+class ScopedPeaksFile {
+ public:
+  explicit ScopedPeaksFile(const std::string& tag);
+  ~ScopedPeaksFile();
+  ScopedPeaksFile(const ScopedPeaksFile&) = delete;
+  ScopedPeaksFile& operator=(const ScopedPeaksFile&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_, old_;
+  bool had_old_ = false;
+};
+
 }  // namespace freight::test
 
 #define FREIGHT_SKIP_WITHOUT_CUDA()                                            \

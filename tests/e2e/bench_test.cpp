@@ -1,10 +1,8 @@
 // `freight bench --quick` on one tiny model and batch: the Markdown table, the JSON records with
 // their documented fields, and the plots; beside PyTorch when /usr/bin/python3 has torch.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/test_util.h"
 #include "freight/device.h"
 #include "freight/peaks.h"
 #include "freight/runtime.h"
@@ -19,23 +18,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ShellRun {
-  int status;
-  std::string output;
-};
-
-ShellRun shell(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  ShellRun r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+using freight::test::shell;
+using freight::test::ShellRun;
 
 bool torch_available() {
   return shell("/usr/bin/python3 -c 'import torch'").status == 0;

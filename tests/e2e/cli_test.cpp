@@ -1,36 +1,22 @@
 // The `freight` command as a user runs it: bad input gives a clear message on stderr and a
 // non-zero exit, never a crash; good input trains, saves, evaluates.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_util.h"
 #include "freight/device.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int status;
-  std::string output;  // stdout and stderr together
-};
+using CliRun = freight::test::ShellRun;
 
 CliRun freight_cli(const std::string& args) {
-  std::string cmd = std::string(FREIGHT_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CliRun r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  return freight::test::shell(std::string(FREIGHT_CLI_PATH) + " " + args);
 }
 
 class Cli : public ::testing::Test {

@@ -2,19 +2,16 @@
 // and phases, with FLOPs, bytes and roofline bounds where they are known; the command prints
 // the table and writes the roofline plot; a GPU requested where there is none is a clear error.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/test_util.h"
 #include "freight/error.h"
 #include "freight/explain.h"
 #include "freight/runtime.h"
@@ -24,39 +21,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string shell(const std::string& cmd, int* status) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  if (!p) return out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return out;
-}
-
 // A private peaks cache for the suite, measured once (the command run by the tests reads it).
 class Explain : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("freight_explain_test_" + std::to_string(::getpid())));
-    fs::create_directories(*dir_);
-    const char* old = std::getenv("FREIGHT_PEAKS_FILE");
-    if (old) old_ = new std::string(old);
-    ::setenv("FREIGHT_PEAKS_FILE", (*dir_ / "peaks.json").c_str(), 1);
+    peaks_file_ = new test::ScopedPeaksFile("explain_test");
     measure_peaks(Device::cpu());
   }
-  static void TearDownTestSuite() {
-    if (old_)
-      ::setenv("FREIGHT_PEAKS_FILE", old_->c_str(), 1);
-    else
-      ::unsetenv("FREIGHT_PEAKS_FILE");
-    fs::remove_all(*dir_);
-    delete dir_;
-    delete old_;
-  }
+  static void TearDownTestSuite() { delete peaks_file_; }
+  static fs::path dir() { return peaks_file_->dir(); }
   static ExplainOptions quick(const std::string& model) {
     ExplainOptions o;
     o.model = model;
@@ -67,11 +40,9 @@ class Explain : public ::testing::Test {
     o.max_steps = 6;
     return o;
   }
-  static fs::path* dir_;
-  static std::string* old_;
+  static test::ScopedPeaksFile* peaks_file_;
 };
-fs::path* Explain::dir_ = nullptr;
-std::string* Explain::old_ = nullptr;
+test::ScopedPeaksFile* Explain::peaks_file_ = nullptr;
 
 void check_breakdown(const ExplainResult& r) {
   EXPECT_GT(r.step_s, 0);
@@ -152,20 +123,19 @@ TEST(ExplainDevice, CudaWithoutAGpuIsAnError) {
 }
 
 TEST_F(Explain, CommandPrintsTheTableAndWritesThePlot) {
-  fs::path prefix = *dir_ / "plots" / "mlp";
-  fs::path json = *dir_ / "mlp.json";
-  int status = -1;
-  std::string out = shell(fmt::format("{} explain --model mlp --steps 2 --warmup 1 --plot {} "
-                                      "--json {}",
-                                      FREIGHT_CLI_PATH, prefix.string(), json.string()),
-                          &status);
-  ASSERT_EQ(status, 0) << out;
+  fs::path prefix = dir() / "plots" / "mlp";
+  fs::path json = dir() / "mlp.json";
+  test::ShellRun run =
+      test::shell(fmt::format("{} explain --model mlp --steps 2 --warmup 1 --plot {} --json {}",
+                              FREIGHT_CLI_PATH, prefix.string(), json.string()));
+  std::string out = run.output;
+  ASSERT_EQ(run.status, 0) << out;
   for (const char* s : {"explain mlp on cpu", "fwd ms", "FLOP/B", "%roof", "Linear(784, 512)",
                         "optimizer", "host-to-device copy", "autograd engine", "attributed "})
     EXPECT_NE(out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << out;
   EXPECT_TRUE(fs::exists(prefix.string() + ".gp"));
   EXPECT_TRUE(fs::exists(prefix.string() + ".dat"));
-  if (shell("command -v gnuplot", &status), status == 0) {
+  if (test::shell("command -v gnuplot").status == 0) {
     EXPECT_GT(fs::file_size(prefix.string() + ".png"), 1000u);
     EXPECT_GT(fs::file_size(prefix.string() + ".svg"), 1000u);
   }
@@ -176,9 +146,10 @@ TEST_F(Explain, CommandPrintsTheTableAndWritesThePlot) {
 
   // A GPU asked for as the second device, with none present, fails before any output.
   if (list_devices().back().device.is_cuda()) return;
-  out = shell(fmt::format("{} explain --model mlp --device2 cuda --no-plot", FREIGHT_CLI_PATH),
-              &status);
-  EXPECT_NE(status, 0) << out;
+  run =
+      test::shell(fmt::format("{} explain --model mlp --device2 cuda --no-plot", FREIGHT_CLI_PATH));
+  out = run.output;
+  EXPECT_NE(run.status, 0) << out;
   EXPECT_NE(out.find("no usable GPU"), std::string::npos) << out;
   EXPECT_EQ(out.find("attributed"), std::string::npos) << out;
 }

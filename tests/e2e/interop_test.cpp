@@ -4,11 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "freight/data/dataset.h"
 #include "freight/training.h"
 
@@ -17,22 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string run(const std::string& cmd, int* status) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while (p && (n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  *status = p ? pclose(p) : -1;
-  return out;
-}
-
 TEST(Interop, PyTorchLoadsTheCheckpointAndAgreesOnAccuracy) {
   std::string dir = data::default_data_dir("fashion-mnist");
   if (!fs::exists(dir)) GTEST_SKIP() << "Fashion-MNIST is not installed";
-  int st = 0;
-  run("/usr/bin/python3 -c 'import torch'", &st);
-  if (st != 0) GTEST_SKIP() << "python3-torch is not installed";
+  if (test::shell("/usr/bin/python3 -c 'import torch'").status != 0)
+    GTEST_SKIP() << "python3-torch is not installed";
 
   fs::path tmp = fs::temp_directory_path() / ("freight_interop_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
@@ -52,9 +40,10 @@ TEST(Interop, PyTorchLoadsTheCheckpointAndAgreesOnAccuracy) {
       "/usr/bin/python3 {}/bench/pytorch/eval_checkpoint.py {} {}/t10k-images-idx3-ubyte.gz "
       "{}/t10k-labels-idx1-ubyte.gz {} {} {}",
       FREIGHT_TEST_SOURCE_DIR, ckpt, dir, dir, mean, std, limit);
-  std::string out = run(cmd, &st);
+  test::ShellRun r = test::shell(cmd);
+  const std::string& out = r.output;
   fs::remove_all(tmp);
-  ASSERT_EQ(st, 0) << out;
+  ASSERT_EQ(r.status, 0) << out;
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["samples"].get<int64_t>(), limit);
   // Same weights, same inputs: predictions agree except where two logits tie within float

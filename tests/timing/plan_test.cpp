@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "common/test_util.h"
 #include "freight/nn/model_file.h"
 #include "freight/peaks.h"
 #include "freight/plan.h"
@@ -35,12 +36,7 @@ double thread_cpu_seconds() {
 class PlanVsMeasured : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("freight_plan_test_" + std::to_string(::getpid())));
-    fs::create_directories(*dir_);
-    const char* old = std::getenv("FREIGHT_PEAKS_FILE");
-    if (old) old_ = new std::string(old);
-    ::setenv("FREIGHT_PEAKS_FILE", (*dir_ / "peaks.json").c_str(), 1);
+    peaks_file_ = new test::ScopedPeaksFile("plan_test");
     // One thread for the peaks, the plan and the training alike: a lone thread's CPU clock counts
     // its own work only, while with two, a thread spinning at OpenBLAS's inner barriers for a
     // preempted peer burns CPU time on a busy machine (ctest -j, other jobs).
@@ -49,21 +45,13 @@ class PlanVsMeasured : public ::testing::Test {
     peaks_ = new DevicePeaks(measure_peaks(Device::cpu()));
   }
   static void TearDownTestSuite() {
-    if (old_)
-      ::setenv("FREIGHT_PEAKS_FILE", old_->c_str(), 1);
-    else
-      ::unsetenv("FREIGHT_PEAKS_FILE");
-    fs::remove_all(*dir_);
-    delete dir_;
-    delete old_;
+    delete peaks_file_;
     delete peaks_;
   }
-  static fs::path* dir_;
-  static std::string* old_;
+  static test::ScopedPeaksFile* peaks_file_;
   static DevicePeaks* peaks_;
 };
-fs::path* PlanVsMeasured::dir_ = nullptr;
-std::string* PlanVsMeasured::old_ = nullptr;
+test::ScopedPeaksFile* PlanVsMeasured::peaks_file_ = nullptr;
 DevicePeaks* PlanVsMeasured::peaks_ = nullptr;
 
 struct Measured {
