@@ -176,6 +176,7 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
         relu.describe += " (fused into " + prefix + prev_name + ")";
         relu.fwd_flops = relu.bwd_flops = relu.fwd_bytes = relu.bwd_bytes = 0;
         relu.fwd_ops = relu.bwd_ops = 0;
+        relu.fused = true;
         prev = nullptr;
         continue;
       }

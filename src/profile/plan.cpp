@@ -55,8 +55,7 @@ bool keeps_input(const LayerCost& c) {
   return false;
 }
 bool keeps_output(const LayerCost& c) {
-  bool fused = c.fwd_bytes == 0 && c.fwd_ops == 0;  // cost.cpp zeroes a fused ReLU
-  return !fused && (c.type == "ReLU" || c.type == "Sigmoid" || c.type == "Tanh");
+  return !c.fused && (c.type == "ReLU" || c.type == "Sigmoid" || c.type == "Tanh");
 }
 bool is_view(const LayerCost& c) {
   return c.type == "Flatten" || c.type == "Reshape" || c.type == "LastStep";
