@@ -1,12 +1,67 @@
 // GEMM on the CPU through OpenBLAS (row-major CBLAS). The library is the OpenMP build, so its
 // threads are the same pool as our kernels'.
+//
+// Float products of the middle sizes a training step is made of are cut by us, not by OpenBLAS,
+// when several threads are available: each thread runs a single-threaded sgemm on its own rows or
+// columns of C (OpenBLAS's OpenMP build runs one thread when called inside a parallel region).
+// OpenBLAS's own threading costs more than it should on two shapes, measured on 2 cores with
+// AVX-512 (docs/internals.md, "CPU threads and floating point"):
+//   * the weight gradient dW = dYᵀ·X, whose depth is the batch (64-256): split the rows of dW.
+//     512x784x64 took 0.28 ms on OpenBLAS's two threads and 0.22 ms as two halves of 256 rows;
+//     2048x4096x64, 6.6 ms against 5.3 ms.
+//   * a batch of at most 128 rows times a wide weight matrix (forward and input gradient):
+//     split the columns. 64x512x784: 0.283 → 0.264 ms; 64x9216x128: 1.05 → 1.03 ms.
+// Elsewhere (large or square products, tiny ones) OpenBLAS's threading is as good or better and
+// keeps the product (sgemm_split.h has the rule). FREIGHT_GEMM_SPLIT=0 leaves
+// every product to OpenBLAS (to measure what the split buys).
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/sgemm_split.h"
 #include "ops/kernels/blas.h"
 
 namespace freight::cpu {
 namespace {
+
+bool split_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FREIGHT_GEMM_SPLIT");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return enabled;
+}
+
+// C[m×n] = alpha·op(A)·op(B) + beta·C with the rows or columns of C cut into `parts` pieces, one
+// single-threaded sgemm per thread. Row r of op(A) starts at a + r·lda (a + r when A is
+// transposed); column j of op(B) at b + j (b + j·ldb when B is transposed).
+void sgemm_split(const SgemmPlan& p, CBLAS_TRANSPOSE opa, CBLAS_TRANSPOSE opb, int64_t m, int64_t n,
+                 int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float beta, float* c, int64_t ldc) {
+  const int64_t extent = p.split == SgemmSplit::Rows ? m : n;
+#pragma omp parallel num_threads(p.parts)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    // Piece boundaries on multiples of 16 floats (one AVX-512 vector, one cache line).
+    const int64_t per = (extent + nt * 16 - 1) / (nt * 16) * 16;
+    const int64_t begin = std::min(extent, t * per), end = std::min(extent, begin + per);
+    if (begin < end) {
+      if (p.split == SgemmSplit::Rows) {
+        const float* ar = opa == CblasTrans ? a + begin : a + begin * lda;
+        cblas_sgemm(CblasRowMajor, opa, opb, int(end - begin), int(n), int(k), alpha, ar, int(lda),
+                    b, int(ldb), beta, c + begin * ldc, int(ldc));
+      } else {
+        const float* bc = opb == CblasTrans ? b + begin * ldb : b + begin;
+        cblas_sgemm(CblasRowMajor, opa, opb, int(m), int(end - begin), int(k), alpha, a, int(lda),
+                    bc, int(ldb), beta, c + begin, int(ldc));
+      }
+    }
+  }
+}
 
 void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha,
               double beta) {
@@ -24,15 +79,25 @@ void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
     T* pc = static_cast<T*>(c.data_ptr());
     for (int64_t i = 0; i < batch; ++i) {
       if (k == 0) {  // BLAS may skip scaling C when k = 0; do it explicitly
-        for (int64_t j = 0; j < m * n; ++j) pc[i * m * n + j] = beta == 0 ? T(0) : T(beta) * pc[i * m * n + j];
+        for (int64_t j = 0; j < m * n; ++j)
+          pc[i * m * n + j] = beta == 0 ? T(0) : T(beta) * pc[i * m * n + j];
         continue;
       }
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb,
-                    ldb, float(beta), pc + i * m * n, ldc);
-      else
+      if constexpr (std::is_same_v<T, float>) {
+        const SgemmPlan plan =
+            split_enabled()
+                ? plan_sgemm(m, n, k, ta, tb, omp_in_parallel() ? 1 : omp_get_max_threads())
+                : SgemmPlan{};
+        if (plan.split != SgemmSplit::None && plan.parts > 1)
+          sgemm_split(plan, opa, opb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb, ldb,
+                      float(beta), pc + i * m * n, ldc);
+        else
+          cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb,
+                      ldb, float(beta), pc + i * m * n, ldc);
+      } else {
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, alpha, pa + i * sa, lda, pb + i * sb, ldb,
                     beta, pc + i * m * n, ldc);
+      }
     }
   });
 }

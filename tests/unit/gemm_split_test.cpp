@@ -1,0 +1,102 @@
+// The CPU GEMM cuts some float products between the threads itself (backend/cpu/sgemm_split.h).
+// These tests check which shapes are cut, and that a cut product equals a float64 reference on
+// every element: the pieces' offsets into transposed and plain operands, uneven last pieces, and
+// beta = 1 (the LSTM accumulates its weight gradients into C).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/sgemm_split.h"
+#include "common/test_util.h"
+#include "freight/freight.h"
+#include "ops/kernels/blas.h"
+
+namespace freight {
+namespace {
+
+using cpu::plan_sgemm;
+using cpu::SgemmSplit;
+
+TEST(SgemmSplit, PlansTheShapesOfATrainingStep) {
+  // The MLP 784-512-256-10 at batch 64 on two threads.
+  EXPECT_EQ(plan_sgemm(512, 784, 64, true, false, 2).split, SgemmSplit::Rows);  // dW, layer 1
+  EXPECT_EQ(plan_sgemm(512, 784, 64, true, false, 2).parts, 2);
+  EXPECT_EQ(plan_sgemm(256, 512, 64, true, false, 2).split, SgemmSplit::Rows);   // dW, layer 2
+  EXPECT_EQ(plan_sgemm(64, 512, 784, false, true, 2).split, SgemmSplit::Cols);   // forward
+  EXPECT_EQ(plan_sgemm(64, 512, 256, false, false, 2).split, SgemmSplit::Cols);  // dX, layer 2
+  // OpenBLAS keeps: one thread, large products, a deep weight gradient, tiny products.
+  EXPECT_EQ(plan_sgemm(512, 784, 64, true, false, 1).split, SgemmSplit::None);
+  EXPECT_EQ(plan_sgemm(1024, 1024, 1024, false, false, 2).split, SgemmSplit::None);
+  EXPECT_EQ(plan_sgemm(512, 784, 1024, true, false, 2).split, SgemmSplit::None);
+  EXPECT_EQ(plan_sgemm(10, 256, 64, true, false, 2).split, SgemmSplit::None);
+  EXPECT_EQ(plan_sgemm(64, 10, 256, false, true, 2).split, SgemmSplit::None);
+  // Every piece keeps at least kMinSplitRows rows or columns.
+  EXPECT_EQ(plan_sgemm(300, 784, 64, true, false, 16).parts, 2);
+  EXPECT_EQ(plan_sgemm(64, 2048, 512, false, true, 16).parts, 16);
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  double beta;
+};
+
+// C = op(A)·op(B) + beta·C in float64 from the float operands.
+std::vector<double> reference(const Case& c, const Tensor& a, const Tensor& b, const Tensor& c0) {
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c0.data<float>();
+  std::vector<double> out(size_t(c.m * c.n));
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < c.k; ++p)
+        s += double(c.ta ? pa[p * c.m + i] : pa[i * c.k + p]) *
+             double(c.tb ? pb[j * c.k + p] : pb[p * c.n + j]);
+      out[size_t(i * c.n + j)] = s + (c.beta != 0 ? c.beta * double(pc[i * c.n + j]) : 0.0);
+    }
+  return out;
+}
+
+TEST(SgemmSplit, CutProductsMatchAFloat64Reference) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  const std::vector<Case> cases = {
+      {512, 784, 64, true, false, 0.0},    // rows, even pieces
+      {300, 520, 64, true, false, 0.0},    // rows, uneven pieces (160 + 140)
+      {300, 520, 64, true, false, 1.0},    // rows, accumulating
+      {64, 520, 784, false, true, 0.0},    // columns of a transposed B, uneven
+      {100, 300, 256, false, false, 0.0},  // columns of a plain B, uneven
+      {100, 300, 256, false, false, 1.0},  // columns, accumulating
+  };
+  Generator g(11);
+  for (const Case& c : cases) {
+    ASSERT_NE(plan_sgemm(c.m, c.n, c.k, c.ta, c.tb, 2).split, SgemmSplit::None)
+        << c.m << "x" << c.n << "x" << c.k << " is no longer cut: pick a shape that is";
+    Tensor a = Tensor::normal(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, 0, 1, DType::F32,
+                              Device::cpu(), &g);
+    Tensor b = Tensor::normal(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 0, 1, DType::F32,
+                              Device::cpu(), &g);
+    Tensor c0 = Tensor::normal({c.m, c.n}, 0, 1, DType::F32, Device::cpu(), &g);
+    Tensor out = c0.clone();
+    if (c.beta == 0)  // poisoned: an element no piece writes stays NaN
+      out.fill_(std::numeric_limits<double>::quiet_NaN());
+    kernels::gemm(DeviceType::CPU, a, c.ta, b, c.tb, out, 1.0, c.beta);
+    const std::vector<double> want = reference(c, a, b, c0);
+    const float* got = out.data<float>();
+    // float32 sums of k products of unit normals: error about 2^-24·√k·|terms|.
+    const double tol = 1e-5 * std::sqrt(double(c.k));
+    int64_t bad = 0;
+    for (int64_t e = 0; e < c.m * c.n; ++e)
+      if (!(std::fabs(double(got[e]) - want[size_t(e)]) <= tol * (1 + std::fabs(want[size_t(e)]))))
+        ++bad;
+    EXPECT_EQ(bad, 0) << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta << " tb " << c.tb
+                      << " beta " << c.beta;
+  }
+  set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace freight
