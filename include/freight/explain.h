@@ -36,7 +36,7 @@ struct LayerCost {
   std::string kernel;
   const void* tag = nullptr;  // the module (its LayerScope tag)
   bool container = false;     // a module with children (its own cost excludes theirs)
-  bool fused = false;         // runs inside the layer before it (nn::fuses_with_next): no cost
+  bool fused = false;         // runs inside a neighbouring layer (nn::fused_pair): no cost
   Shape input, output;
   int64_t params = 0;  // own parameters (not the children's)
   double fwd_flops = 0, bwd_flops = 0;

@@ -70,6 +70,9 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1});
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
+// max_pool2d(relu(x)) in one pass each way, bit-identical to the pair: what nn::Sequential runs
+// for a ReLU followed by a MaxPool2d.
+Tensor relu_max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 // Average pooling counts the padding zeros in the divisor (PyTorch's count_include_pad=True).
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 

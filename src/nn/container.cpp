@@ -28,10 +28,13 @@ bool fusion_enabled() {
   return g_fusion;
 }
 
-bool fuses_with_next(const Module& m, const Module& next) {
-  const std::type_info& t = typeid(m);
-  return fusion_enabled() && (t == typeid(BatchNorm1d) || t == typeid(BatchNorm2d)) &&
-         typeid(next) == typeid(ReLU);
+FusedPair fused_pair(const Module& m, const Module& next) {
+  if (!fusion_enabled()) return FusedPair::None;
+  const std::type_info &a = typeid(m), &b = typeid(next);
+  if ((a == typeid(BatchNorm1d) || a == typeid(BatchNorm2d)) && b == typeid(ReLU))
+    return FusedPair::BatchNormRelu;
+  if (a == typeid(ReLU) && b == typeid(MaxPool2d)) return FusedPair::ReluMaxPool;
+  return FusedPair::None;
 }
 
 // ---------------------------------------------------------------- Sequential
@@ -55,9 +58,18 @@ Tensor Sequential::forward(const Tensor& x) {
   const NamedModules& children = named_children();
   for (size_t i = 0; i < children.size(); ++i) {
     Module& m = *children[i].second;
-    if (i + 1 < children.size() && fuses_with_next(m, *children[i + 1].second)) {
+    const FusedPair fused =
+        i + 1 < children.size() ? fused_pair(m, *children[i + 1].second) : FusedPair::None;
+    if (fused == FusedPair::BatchNormRelu) {
       LayerScope scope(&m);  // the pair's time is the BatchNorm's
       y = static_cast<BatchNorm&>(m).forward_relu(y);
+      ++i;
+      continue;
+    }
+    if (fused == FusedPair::ReluMaxPool) {
+      Module& pool = *children[i + 1].second;
+      LayerScope scope(&pool);  // the pair's time is the pooling's
+      y = static_cast<MaxPool2d&>(pool).forward_relu(y);
       ++i;
       continue;
     }

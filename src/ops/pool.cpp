@@ -61,20 +61,28 @@ Shape pooled_shape(const Tensor& x, const Pool2dGeometry& g) {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
-  Pool2dGeometry g = pool_geometry(x, kernel, stride, padding, "max_pool2d");
+namespace {
+
+// max_pool2d(x), or with `relu` max_pool2d(relu(x)) in one pass each way: the forward reads x
+// through relu, and the backward's routing indices leave out the windows whose maximum is 0,
+// where relu's gradient would be 0 (kernels::max_pool2d_forward). Values and gradients equal the
+// unfused pair's bit for bit: the maximum of relu'd values is the same number, found at the same
+// first position, and the gradient reaching an element is the same sum in the same order.
+Tensor max_pool2d_impl(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool relu,
+                       const char* op) {
+  Pool2dGeometry g = pool_geometry(x, kernel, stride, padding, op);
   FREIGHT_CHECK(
       g.h * g.w <= INT32_MAX,
-      fmt::format("max_pool2d: planes of {} elements exceed the int32 argmax indices", g.h * g.w));
+      fmt::format("{}: planes of {} elements exceed the int32 argmax indices", op, g.h * g.w));
   DeviceType dev = x.device().type;
   Tensor xp = packed(x.detach());
   Shape out_shape = pooled_shape(x, g);
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor idx = Tensor::empty(out_shape, DType::I32, x.device());
-  if (y.numel() > 0) kernels::max_pool2d_forward(dev, xp, g, y, idx);
+  if (y.numel() > 0) kernels::max_pool2d_forward(dev, xp, g, relu, y, idx);
   if (needs_grad({&x})) {
     Shape in_shape = x.shape();
-    record("max_pool2d", {x}, {y}, [idx, g, in_shape](const std::vector<Tensor>& go) {
+    record(op, {x}, {y}, [idx, g, in_shape](const std::vector<Tensor>& go) {
       Tensor gy = packed(go[0]);
       Tensor gx = Tensor::empty(in_shape, gy.dtype(), gy.device());
       if (gx.numel() > 0) {
@@ -87,6 +95,16 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
     });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  return max_pool2d_impl(x, kernel, stride, padding, false, "max_pool2d");
+}
+
+Tensor relu_max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  return max_pool2d_impl(x, kernel, stride, padding, true, "relu_max_pool2d");
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {

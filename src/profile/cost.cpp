@@ -167,21 +167,30 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
     Shape s = in;
     const nn::Module* prev = nullptr;
     std::string prev_name;
+    size_t prev_row = 0;
+    // A ReLU fused into its neighbour (nn::fused_pair) has no pass and no kernel of its own.
+    auto mark_fused = [&](LayerCost& relu, const std::string& into) {
+      relu.describe += " (fused into " + prefix + into + ")";
+      relu.fwd_flops = relu.bwd_flops = relu.fwd_bytes = relu.bwd_bytes = 0;
+      relu.fwd_ops = relu.bwd_ops = 0;
+      relu.fused = true;
+    };
     for (const auto& [cname, cm] : seq->named_children()) {
+      const size_t row = out.size();
       grad_out = child(cm, cname, s, grad_out);
       s = cm->output_shape(s);
-      // A ReLU after a BatchNorm runs inside it (nn::set_fusion): no pass, no kernel of its own.
-      if (prev && nn::fuses_with_next(*prev, *cm)) {
-        LayerCost& relu = out.back();
-        relu.describe += " (fused into " + prefix + prev_name + ")";
-        relu.fwd_flops = relu.bwd_flops = relu.fwd_bytes = relu.bwd_bytes = 0;
-        relu.fwd_ops = relu.bwd_ops = 0;
-        relu.fused = true;
+      const nn::FusedPair fused = prev ? nn::fused_pair(*prev, *cm) : nn::FusedPair::None;
+      if (fused != nn::FusedPair::None) {
+        if (fused == nn::FusedPair::BatchNormRelu)
+          mark_fused(out[row], prev_name);  // the ReLU runs inside the BatchNorm before it
+        else
+          mark_fused(out[prev_row], cname);  // the ReLU runs inside the pooling after it
         prev = nullptr;
         continue;
       }
       prev = cm.get();
       prev_name = cname;
+      prev_row = row;
     }
   } else {
     grad_out = child(res->body(), "body", in, grad_in);

@@ -46,7 +46,8 @@ void add_terms(Terms& t, double flops, double bytes, double gemms, double ops, d
 // its output. What Freight's ops keep: linear, conv2d, batch norm, GELU and the LSTM their
 // input; ReLU, sigmoid and tanh their output (relu the sign of it); pooling only indices (max)
 // or nothing (average); dropout its byte mask; views nothing of their own. A ReLU fused into a
-// batch norm keeps nothing: the batch norm recomputes its sign from its own input.
+// batch norm keeps nothing (the batch norm recomputes its sign from its own input), nor one
+// fused into a max pooling (the pooling's indices carry its mask).
 bool keeps_input(const LayerCost& c) {
   static const char* const kTypes[] = {"Linear", "Conv2d", "BatchNorm1d", "BatchNorm2d",
                                        "GELU",   "LSTM",   "Embedding"};
@@ -63,18 +64,21 @@ bool is_view(const LayerCost& c) {
 
 // Bytes kept alive for backward: each leaf's output that its own backward or the next leaf's
 // reads (keeps_output, keeps_input; a view passes its input through), max pooling's indices,
-// the LSTM's gates and cell states, dropout masks; plus the gradient in flight (twice the
-// largest activation) at the peak of backward. Leaves are taken in forward order, so in a
-// residual block the shortcut is approximated as the body's next layer.
+// the LSTM's gates and cell states, dropout masks; plus the gradients in flight at the peak of
+// backward: the largest of a layer's output gradient and input gradient together, over the
+// layers that run a backward of their own (not views, not a ReLU fused into a neighbour). Leaves
+// are taken in forward order, so in a residual block the shortcut is approximated as the body's
+// next layer.
 double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes) {
   std::vector<const LayerCost*> leaves;
   for (const LayerCost& c : layers)
     if (!(c.container && c.fwd_flops == 0)) leaves.push_back(&c);
-  double total = batch_bytes, largest = 0;
+  double total = batch_bytes, in_flight = 0;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LayerCost& c = *leaves[i];
     double out = kF32 * double(shape_numel(c.output));
-    largest = std::max(largest, out);
+    if (!is_view(c) && !c.fused)
+      in_flight = std::max(in_flight, out + kF32 * double(shape_numel(c.input)));
     size_t j = i + 1;
     while (j < leaves.size() && is_view(*leaves[j])) ++j;
     const bool last = j == leaves.size();  // the logits: read by the loss
@@ -86,7 +90,7 @@ double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes
     if (c.type == "MaxPool2d") total += 4.0 * double(shape_numel(c.output));  // int32 indices
     if (c.type == "Dropout") total += double(shape_numel(c.output));
   }
-  return total + 2.0 * largest;
+  return total + in_flight;
 }
 
 std::string seconds_text(double s) {

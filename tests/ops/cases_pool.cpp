@@ -1,5 +1,5 @@
-// Op table entries: max_pool2d and avg_pool2d with default and explicit strides, padding,
-// non-square and overlapping windows, 3-D and 4-D inputs.
+// Op table entries: max_pool2d, relu_max_pool2d (a ReLU fused before it) and avg_pool2d with
+// default and explicit strides, padding, non-square and overlapping windows, 3-D and 4-D inputs.
 #include <algorithm>
 #include <numeric>
 
@@ -13,9 +13,13 @@ struct PoolArgs {
   Pair kernel, stride{0, 0}, padding{0, 0};
 };
 
+enum class Pool { Max, ReluMax, Avg };
+
 // The naive pooling: for every output pixel, scan the window over the padded plane (padding
-// never wins a maximum and adds zeros to an average over all kh·kw positions).
-Tensor ref_pool(const Tensor& x, const PoolArgs& a, bool max) {
+// never wins a maximum and adds zeros to an average over all kh·kw positions). ReluMax takes the
+// maximum of relu(x).
+Tensor ref_pool(const Tensor& x, const PoolArgs& a, Pool kind) {
+  const bool max = kind != Pool::Avg;
   const Shape& s = x.shape();
   int64_t H = s[s.size() - 2], W = s.back();
   int64_t planes = x.numel() / (H * W);
@@ -32,6 +36,7 @@ Tensor ref_pool(const Tensor& x, const PoolArgs& a, bool max) {
             int64_t ih = i * sh - a.padding[0] + r, iw = j * sw - a.padding[1] + c;
             if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
             double e = v[(p * H + ih) * W + iw];
+            if (kind == Pool::ReluMax) e = std::max(e, 0.0);
             acc = max ? std::max(acc, e) : acc + e;
           }
         out.push_back(max ? acc : acc / double(kh * kw));
@@ -60,17 +65,33 @@ Inputs distinct_inputs(const std::vector<Shape>& shapes, DType dtype, Generator&
   return in;
 }
 
-OpCase pool_case(std::string name, bool max, std::vector<std::vector<Shape>> shapes, PoolArgs a,
+// The same values moved off the grid by 0.0025: about half are negative, none is within a
+// finite-difference step of relu's kink at 0.
+Inputs distinct_off_zero_inputs(const std::vector<Shape>& shapes, DType dtype, Generator& gen) {
+  Inputs in = distinct_inputs(shapes, dtype, gen);
+  for (Tensor& t : in) t = add_scalar(t, 0.0025);
+  return in;
+}
+
+OpCase pool_case(std::string name, Pool kind, std::vector<std::vector<Shape>> shapes, PoolArgs a,
                  std::vector<std::vector<Shape>> bench = {}) {
   OpCase c;
   c.name = std::move(name);
   c.shapes = std::move(shapes);
-  c.forward = [a, max](const Inputs& in) {
-    return max ? max_pool2d(in[0], a.kernel, a.stride, a.padding)
-               : avg_pool2d(in[0], a.kernel, a.stride, a.padding);
+  c.forward = [a, kind](const Inputs& in) {
+    switch (kind) {
+      case Pool::Max:
+        return max_pool2d(in[0], a.kernel, a.stride, a.padding);
+      case Pool::ReluMax:
+        return relu_max_pool2d(in[0], a.kernel, a.stride, a.padding);
+      case Pool::Avg:
+        break;
+    }
+    return avg_pool2d(in[0], a.kernel, a.stride, a.padding);
   };
-  c.reference = [a, max](const Inputs& in) { return ref_pool(in[0], a, max); };
-  if (max) c.make_inputs = distinct_inputs;
+  c.reference = [a, kind](const Inputs& in) { return ref_pool(in[0], a, kind); };
+  if (kind == Pool::Max) c.make_inputs = distinct_inputs;
+  if (kind == Pool::ReluMax) c.make_inputs = distinct_off_zero_inputs;
   c.f32_atol = 1e-5;
   c.flops = [a](const std::vector<Shape>& s) {  // one operation per window element
     return double(shape_numel(s[0])) * double(a.kernel[0] * a.kernel[1]) /
@@ -82,18 +103,23 @@ OpCase pool_case(std::string name, bool max, std::vector<std::vector<Shape>> sha
 }
 
 FREIGHT_OP_CASES({
-    pool_case("max_pool2d", true, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}, {{3, 4, 4}}}, {{2, 2}},
+    pool_case("max_pool2d", Pool::Max, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}, {{3, 4, 4}}}, {{2, 2}},
               {{{64, 32, 24, 24}}, {{64, 6, 28, 28}}}),
-    pool_case("max_pool2d_3x3_s2_pad", true, {{{2, 2, 7, 7}}, {{1, 3, 8, 6}}},
+    pool_case("max_pool2d_3x3_s2_pad", Pool::Max, {{{2, 2, 7, 7}}, {{1, 3, 8, 6}}},
               {{3, 3}, {2, 2}, {1, 1}}),
-    pool_case("max_pool2d_overlap", true, {{{2, 2, 5, 6}}}, {{3, 3}, {1, 1}, {0, 0}}),
-    pool_case("max_pool2d_rect", true, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),
-    pool_case("avg_pool2d", false, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}, {{3, 4, 4}}}, {{2, 2}},
+    pool_case("max_pool2d_overlap", Pool::Max, {{{2, 2, 5, 6}}}, {{3, 3}, {1, 1}, {0, 0}},
+              {{{16, 32, 24, 24}}}),
+    pool_case("max_pool2d_rect", Pool::Max, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),
+    pool_case("relu_max_pool2d", Pool::ReluMax, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}}, {{2, 2}},
+              {{{64, 32, 24, 24}}}),
+    pool_case("relu_max_pool2d_overlap_pad", Pool::ReluMax, {{{2, 2, 7, 7}}, {{1, 3, 6, 5}}},
+              {{3, 3}, {1, 1}, {1, 1}}, {{{16, 32, 24, 24}}}),
+    pool_case("avg_pool2d", Pool::Avg, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}, {{3, 4, 4}}}, {{2, 2}},
               {{{64, 6, 28, 28}}}),
-    pool_case("avg_pool2d_3x3_s2_pad", false, {{{2, 2, 7, 7}}, {{1, 3, 8, 6}}},
+    pool_case("avg_pool2d_3x3_s2_pad", Pool::Avg, {{{2, 2, 7, 7}}, {{1, 3, 8, 6}}},
               {{3, 3}, {2, 2}, {1, 1}}),
-    pool_case("avg_pool2d_rect_overlap", false, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),
-    pool_case("avg_pool2d_global", false, {{{2, 4, 8, 8}}}, {{8, 8}}),
+    pool_case("avg_pool2d_rect_overlap", Pool::Avg, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),
+    pool_case("avg_pool2d_global", Pool::Avg, {{{2, 4, 8, 8}}}, {{8, 8}}),
 });
 
 }  // namespace

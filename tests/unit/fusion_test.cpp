@@ -1,8 +1,10 @@
-// Sequential's fusion of a BatchNorm followed by a ReLU (batch_norm_relu): the fused pair must
-// give the unfused ops' outputs, gradients and running statistics bit for bit, in training and
-// in evaluation, and must really be fused (its output comes from batch_norm_relu).
+// Sequential's fusions, a BatchNorm followed by a ReLU (batch_norm_relu) and a ReLU followed by
+// a MaxPool2d (relu_max_pool2d): a fused pair must give the unfused ops' outputs, gradients and
+// running statistics bit for bit, in training and in evaluation, and must really be fused (its
+// output comes from the fused op).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,16 @@ nn::ModulePtr conv_bn_relu_net() {
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
 }
 
+// Convolutions each followed by a ReLU and a max pooling: 2x2 (the fast path of the CPU
+// kernel) and 3x3 stride 1 padding 1 (overlapping windows: a gradient sums over several).
+nn::ModulePtr conv_relu_pool_net() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(2, 4, 3, 1, 1), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(4, 3, 3, 1, 1),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(3, 1, 1),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(3 * 3 * 2, 3)});
+}
+
 struct Observed {
   std::vector<double> out;
   std::vector<std::vector<double>> grads, buffers;
@@ -33,10 +45,10 @@ struct Observed {
 
 // Two training steps' forward and backward (so the second uses updated running statistics),
 // then an evaluation forward, from the same seed: everything observable.
-Observed run(bool fuse, DType dtype) {
+Observed run(bool fuse, DType dtype, nn::ModulePtr (*make_net)() = conv_bn_relu_net) {
   nn::set_fusion(fuse);
   manual_seed(7);
-  nn::ModulePtr net = conv_bn_relu_net();
+  nn::ModulePtr net = make_net();
   net->to(dtype);
   Generator gen(3);
   Observed r;
@@ -72,6 +84,38 @@ TEST(Fusion, BatchNormReluIsBitIdenticalToTheUnfusedPair) {
   }
 }
 
+TEST(Fusion, ReluMaxPoolIsBitIdenticalToTheUnfusedPair) {
+  FusionGuard guard;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Observed fused = run(true, dtype, conv_relu_pool_net),
+             plain = run(false, dtype, conv_relu_pool_net);
+    EXPECT_EQ(fused.out, plain.out);
+    ASSERT_EQ(fused.grads.size(), plain.grads.size());
+    for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], plain.grads[i]) << i;
+  }
+}
+
+// relu(NaN) is 0, so a NaN in a window does not win the fused pooling's maximum as it would win
+// a plain max_pool2d's: the pair's answer, not the pooling's.
+TEST(Fusion, ReluMaxPoolReadsNanAsZeroLikeTheUnfusedPair) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::vector<double>> values, grads;
+  for (bool fused : {true, false}) {
+    Tensor x = Tensor::from_vector(std::vector<double>{nan, 0.5, -1.0, 0.25, nan, -2.0, -3.0, -4.0},
+                                   {1, 2, 2, 2});
+    x.set_requires_grad(true);
+    Tensor y = fused ? relu_max_pool2d(x, {2, 2}) : max_pool2d(relu(x), {2, 2});
+    sum(mul(y, Tensor::from_vector(std::vector<double>{3.0, 5.0}, {1, 2, 1, 1}))).backward();
+    values.push_back(y.to_double_vector());
+    grads.push_back(x.grad().to_double_vector());
+  }
+  EXPECT_EQ(values[0], (std::vector<double>{0.5, 0.0}));
+  EXPECT_EQ(values[0], values[1]);
+  EXPECT_EQ(grads[0], (std::vector<double>{0, 3, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   FusionGuard guard;
   manual_seed(1);
@@ -86,6 +130,14 @@ TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   EXPECT_GT(clamped, 0u);
   nn::set_fusion(false);
   EXPECT_EQ(std::string(net(x).grad_fn()->name), "relu");
+
+  nn::Sequential pool_net{std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2)};
+  Tensor image = Tensor::normal({2, 3, 4, 4}, 0, 1, DType::F32, Device::cpu());
+  image.set_requires_grad(true);
+  nn::set_fusion(true);
+  EXPECT_EQ(std::string(pool_net(image).grad_fn()->name), "relu_max_pool2d");
+  nn::set_fusion(false);
+  EXPECT_EQ(std::string(pool_net(image).grad_fn()->name), "max_pool2d");
 }
 
 // A ReLU subclass with its own forward is not the ReLU the fused kernels apply: it runs itself.

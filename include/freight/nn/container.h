@@ -8,17 +8,24 @@
 
 namespace freight::nn {
 
-// Fusion of adjacent children: Sequential runs a BatchNorm followed by a ReLU as one op
-// (batch_norm_relu): the same values and gradients with one pass over the activations fewer
-// each way, and no intermediate tensor. The ReLU child is then not called (explain shows it
-// with no time of its own). On by default; off (set_fusion(false), or FREIGHT_FUSION=0 in the
-// environment) is for comparing against the unfused ops.
+// Fusion of adjacent children: Sequential runs two neighbours as one op, with the same values
+// and gradients as the pair, one pass over the activations fewer each way and no intermediate
+// tensor:
+//   * a BatchNorm followed by a ReLU (batch_norm_relu): the ReLU is fused into the BatchNorm;
+//   * a ReLU followed by a MaxPool2d (relu_max_pool2d): the ReLU is fused into the pooling.
+// The ReLU child is then not called (explain shows it with no time of its own). On by default;
+// off (set_fusion(false), or FREIGHT_FUSION=0 in the environment) is for comparing against the
+// unfused ops.
 void set_fusion(bool on);
 bool fusion_enabled();
-// Whether Sequential runs child `m` and the child after it, `next`, as one op: fusion is on, m
-// is exactly a BatchNorm1d or BatchNorm2d and next exactly a ReLU (not subclasses, whose
-// forward may differ).
-bool fuses_with_next(const Module& m, const Module& next);
+enum class FusedPair { None, BatchNormRelu, ReluMaxPool };
+// Which fusion Sequential applies to child `m` and the child after it, `next`: fusion is on and
+// the two are exactly BatchNorm1d/BatchNorm2d and ReLU, or ReLU and MaxPool2d (not subclasses,
+// whose forward may differ).
+FusedPair fused_pair(const Module& m, const Module& next);
+inline bool fuses_with_next(const Module& m, const Module& next) {
+  return fused_pair(m, next) != FusedPair::None;
+}
 
 class Sequential : public Module {
  public:

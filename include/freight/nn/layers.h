@@ -66,6 +66,9 @@ class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0);
   Tensor forward(const Tensor& x) override;
+  // forward(relu(x)) in one pass each way (relu_max_pool2d): what Sequential runs for a ReLU
+  // followed by a MaxPool2d.
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // kh·kw comparisons per output element

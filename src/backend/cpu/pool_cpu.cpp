@@ -1,8 +1,11 @@
 // CPU kernels of 2-D pooling: threads over planes (N·C), windows clipped to the plane so the
 // inner loops carry no padding tests. The 2x2 stride-2 unpadded case (LeNet, the MNIST CNNs)
 // has its own loop over pairs of rows.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
@@ -34,7 +37,34 @@ inline bool replaces(T v, T best) {
   return v > best || std::isnan(v);
 }
 
+// With RELU the values are read through relu (v > 0 ? v : 0, so NaN reads as 0) and a window
+// whose maximum is 0 gets index −1: max_pool2d(relu(x)) in one pass, the ReLU's mask folded
+// into the indices.
+// c ? a : b by masking bits: GCC turns a ternary in these loops into a branch, which
+// mispredicts on about every other element of a ReLU's output.
 template <class T>
+inline T select(bool c, T a, T b) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const Bits m = Bits(0) - Bits(c);
+  return std::bit_cast<T>(Bits((std::bit_cast<Bits>(a) & m) | (std::bit_cast<Bits>(b) & ~m)));
+}
+
+template <bool RELU, class T>
+inline T read(T v) {
+  if constexpr (RELU)
+    return select(v > T(0), v, T(0));
+  else
+    return v;
+}
+template <bool RELU, class T>
+inline int32_t index_of(T best, int32_t at) {
+  if constexpr (RELU)
+    return best > T(0) ? at : -1;
+  else
+    return at;
+}
+
+template <bool RELU, class T>
 void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) {
   if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0) {
     for (int64_t i = 0; i < g.oh; ++i) {
@@ -44,33 +74,68 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) 
       int32_t* ir = idx + i * g.ow;
       const int32_t base = int32_t(2 * i * g.w);
       for (int64_t j = 0; j < g.ow; ++j) {
-        T best = a[2 * j];
-        int32_t k = 0;  // 0, 1: top row; 2, 3: bottom row
-        if (replaces(a[2 * j + 1], best)) best = a[2 * j + 1], k = 1;
-        if (replaces(b[2 * j], best)) best = b[2 * j], k = 2;
-        if (replaces(b[2 * j + 1], best)) best = b[2 * j + 1], k = 3;
-        yr[j] = best;
-        ir[j] = base + int32_t(2 * j) + (k & 1) + (k >> 1) * int32_t(g.w);
+        if constexpr (RELU) {
+          // Selects, not branches, so the loop vectorises: relu'd values are never NaN, and
+          // whether one beats the other is a coin toss that a branch would mispredict.
+          const T v0 = read<RELU>(a[2 * j]), v1 = read<RELU>(a[2 * j + 1]);
+          const T v2 = read<RELU>(b[2 * j]), v3 = read<RELU>(b[2 * j + 1]);
+          T best = v0;
+          int32_t k = 0;
+          k = v1 > best ? 1 : k, best = v1 > best ? v1 : best;
+          k = v2 > best ? 2 : k, best = v2 > best ? v2 : best;
+          k = v3 > best ? 3 : k, best = v3 > best ? v3 : best;
+          yr[j] = best;
+          ir[j] = best > T(0) ? base + int32_t(2 * j) + (k & 1) + (k >> 1) * int32_t(g.w) : -1;
+        } else {
+          T best = a[2 * j];
+          int32_t k = 0;  // 0, 1: top row; 2, 3: bottom row
+          if (replaces(a[2 * j + 1], best)) best = a[2 * j + 1], k = 1;
+          if (replaces(b[2 * j], best)) best = b[2 * j], k = 2;
+          if (replaces(b[2 * j + 1], best)) best = b[2 * j + 1], k = 3;
+          yr[j] = best;
+          ir[j] = base + int32_t(2 * j) + (k & 1) + (k >> 1) * int32_t(g.w);
+        }
       }
     }
     return;
   }
-  for (int64_t i = 0; i < g.oh; ++i)
+  // Any other window: one output row at a time, the window's elements in row-major order as the
+  // outer loops and the row's outputs as the inner one. Each output still sees its elements in
+  // window order (the first maximum wins), and the inner loop is a run of selects over
+  // neighbouring outputs instead of a chain of unpredictable branches per window.
+  for (int64_t i = 0; i < g.oh; ++i) {
+    T* yr = y + i * g.ow;
+    int32_t* ir = idx + i * g.ow;
     for (int64_t j = 0; j < g.ow; ++j) {
       const Window win = window(g, i, j);
-      T best = -std::numeric_limits<T>::infinity();
-      int64_t at = win.r0 * g.w + win.c0;
-      for (int64_t r = win.r0; r < win.r1; ++r)
-        for (int64_t c = win.c0; c < win.c1; ++c) {
-          const T v = x[r * g.w + c];
-          if (replaces(v, best)) best = v, at = r * g.w + c;
-        }
-      y[i * g.ow + j] = best;
-      idx[i * g.ow + j] = int32_t(at);
+      yr[j] = -std::numeric_limits<T>::infinity();
+      ir[j] = int32_t(win.r0 * g.w + win.c0);
     }
+    for (int64_t dr = 0; dr < g.kh; ++dr) {
+      const int64_t r = i * g.sh - g.ph + dr;
+      if (r < 0 || r >= g.h) continue;
+      const T* xr = x + r * g.w;
+      for (int64_t dc = 0; dc < g.kw; ++dc) {
+        // Outputs j whose column c = j·sw − pw + dc lies in the plane.
+        const int64_t off = dc - g.pw;
+        const int64_t j0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+        const int64_t j1 = std::min(g.ow, (g.w - off + g.sw - 1) / g.sw);
+        for (int64_t j = j0; j < j1; ++j) {
+          const int64_t c = j * g.sw + off;
+          const T v = read<RELU>(xr[c]);
+          const bool take = replaces(v, yr[j]);
+          ir[j] = select(take, int32_t(r * g.w + c), ir[j]);
+          yr[j] = select(take, v, yr[j]);
+        }
+      }
+    }
+    if constexpr (RELU)
+      for (int64_t j = 0; j < g.ow; ++j) ir[j] = yr[j] > T(0) ? ir[j] : -1;
+  }
 }
 
-void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tensor& indices) {
+void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y,
+                     Tensor& indices) {
   dispatch_floating(x.dtype(), "max_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x.data_ptr());
@@ -78,7 +143,12 @@ void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tensor
     int32_t* pi = indices.data<int32_t>();
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) max_forward_plane(px + p * in, g, py + p * out, pi + p * out);
+      for (int64_t p = b; p < e; ++p) {
+        if (relu)
+          max_forward_plane<true>(px + p * in, g, py + p * out, pi + p * out);
+        else
+          max_forward_plane<false>(px + p * in, g, py + p * out, pi + p * out);
+      }
     });
   });
 }
@@ -98,7 +168,8 @@ void max_backward_cpu(const Tensor& gy, const Tensor& indices, const Pool2dGeome
         const T* src = pg + p * out;
         const int32_t* id = pi + p * out;
         std::fill(dst, dst + in, T(0));
-        for (int64_t k = 0; k < out; ++k) dst[id[k]] += src[k];
+        for (int64_t k = 0; k < out; ++k)
+          if (id[k] >= 0) dst[id[k]] += src[k];
       }
     });
   });

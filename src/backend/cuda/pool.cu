@@ -26,8 +26,11 @@
 namespace freight::cuda {
 namespace {
 
+// relu: the window is read through relu (NaN reads as 0) and a window whose maximum is 0 gets
+// index −1 (kernels::max_pool2d_forward).
 template <class T>
-__global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, T* y, int32_t* idx) {
+__global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, bool relu, T* y,
+                                        int32_t* idx) {
   const int64_t total = g.planes * g.oh * g.ow;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -39,14 +42,17 @@ __global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, T* y, int3
     int64_t at = rows.lo * g.w + cols.lo;
     for (int64_t r = rows.lo; r < rows.hi; ++r)
       for (int64_t c = cols.lo; c < cols.hi; ++c) {
-        const T v = xp[r * g.w + c];
+        T v = xp[r * g.w + c];
+        if (relu) v = v > T(0) ? v : T(0);
         if (v > best || v != v) best = v, at = r * g.w + c;  // v != v: NaN wins
       }
     y[e] = best;
-    idx[e] = int32_t(at);
+    idx[e] = relu && !(best > T(0)) ? -1 : int32_t(at);
   }
 }
 
+// Each input element gathers the gradients of the windows whose index names it, in window
+// order (the CPU's order of additions); an index of −1 names no element.
 template <class T>
 __global__ void max_pool_backward_kernel(const T* gy, const int32_t* idx, Pool2dGeometry g, T* gx) {
   const int64_t total = g.planes * g.h * g.w;
@@ -105,7 +111,8 @@ void check_packed(const char* name, std::initializer_list<const Tensor*> ts) {
     FREIGHT_CHECK(t->is_contiguous(), std::string(name) + " (cuda): operands must be contiguous");
 }
 
-void max_forward_cuda(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tensor& indices) {
+void max_forward_cuda(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y,
+                      Tensor& indices) {
   check_packed("max_pool2d_forward", {&x, &y, &indices});
   FREIGHT_CHECK(indices.dtype() == DType::I32,
                 "max_pool2d_forward (cuda): the indices must be int32");
@@ -116,7 +123,7 @@ void max_forward_cuda(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tenso
   dispatch_floating(x.dtype(), "max_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
     max_pool_forward_kernel<T><<<blocks_for(total), 256, 0, stream(dev)>>>(
-        static_cast<const T*>(x.data_ptr()), g, static_cast<T*>(y.data_ptr()),
+        static_cast<const T*>(x.data_ptr()), g, relu, static_cast<T*>(y.data_ptr()),
         static_cast<int32_t*>(indices.data_ptr()));
     FREIGHT_CUDA_CHECK_LAUNCH();
   });

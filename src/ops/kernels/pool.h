@@ -20,9 +20,12 @@ namespace kernels {
 // y = the maximum of each window (padding counts as −∞); indices (int32) = the position
 // r·w + c within its input plane of the first maximum in row-major window order. A NaN in a
 // window is its maximum (it propagates, as in PyTorch).
-FREIGHT_KERNEL(max_pool2d_forward,
-               void(const Tensor& x, const Pool2dGeometry& g, Tensor& y, Tensor& indices));
-// gx = 0, then gx[plane][indices] += gy (windows may overlap).
+// With `relu`, the window is read through relu(v) = v > 0 ? v : 0 (so NaN reads as 0): y is
+// max_pool2d(relu(x)), and a window whose maximum is 0 gets index −1, because relu's gradient
+// would stop there anyway (relu_max_pool2d in ops.h).
+FREIGHT_KERNEL(max_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g, bool relu,
+                                        Tensor& y, Tensor& indices));
+// gx = 0, then gx[plane][indices] += gy (windows may overlap); an index of −1 routes nothing.
 FREIGHT_KERNEL(max_pool2d_backward,
                void(const Tensor& gy, const Tensor& indices, const Pool2dGeometry& g, Tensor& gx));
 // y = the sum of each window / (kh·kw): padding counts as zeros in the divisor too.
