@@ -37,9 +37,6 @@ inline bool replaces(T v, T best) {
   return v > best || std::isnan(v);
 }
 
-// With RELU the values are read through relu (v > 0 ? v : 0, so NaN reads as 0) and a window
-// whose maximum is 0 gets index −1: max_pool2d(relu(x)) in one pass, the ReLU's mask folded
-// into the indices.
 // c ? a : b by masking bits: GCC turns a ternary in these loops into a branch, which
 // mispredicts on about every other element of a ReLU's output.
 template <class T>
@@ -49,19 +46,15 @@ inline T select(bool c, T a, T b) {
   return std::bit_cast<T>(Bits((std::bit_cast<Bits>(a) & m) | (std::bit_cast<Bits>(b) & ~m)));
 }
 
+// With RELU the values are read through relu (v > 0 ? v : 0, so NaN reads as 0) and a window
+// whose maximum is 0 gets index −1: max_pool2d(relu(x)) in one pass, the ReLU's mask folded
+// into the indices.
 template <bool RELU, class T>
 inline T read(T v) {
   if constexpr (RELU)
     return select(v > T(0), v, T(0));
   else
     return v;
-}
-template <bool RELU, class T>
-inline int32_t index_of(T best, int32_t at) {
-  if constexpr (RELU)
-    return best > T(0) ? at : -1;
-  else
-    return at;
 }
 
 template <bool RELU, class T>
