@@ -47,6 +47,18 @@ Tensor weighted_sum(const Tensor& out, const Tensor& r) {
   return sum(mul(out, r));
 }
 
+// (L(x + eps) - L(x - eps)) / 2 eps for L = Σ out ⊙ R, with the two outputs subtracted element by
+// element before the sum: outputs that the nudged input does not reach cancel exactly, so the
+// rounding of a long sum (it grows with the output's size) cannot swamp the small difference.
+// Summing first made log_softmax on [64, 600] miss by 3.5e-7 under clang, whose vectorised sum
+// rounds in another order than gcc's.
+double central_difference(const std::vector<double>& plus, const std::vector<double>& minus,
+                          const std::vector<double>& r, double eps) {
+  double d = 0;
+  for (size_t i = 0; i < plus.size(); ++i) d += r[i] * (plus[i] - minus[i]);
+  return d / (2 * eps);
+}
+
 TEST_P(OpTable, ForwardMatchesReferenceFloat64) {
   const OpCase& c = op();
   ASSERT_TRUE(c.reference) << c.name << " has no reference";
@@ -88,6 +100,7 @@ TEST_P(OpTable, GradientsMatchFiniteDifferences) {
     weighted_sum(out, r).backward();
 
     const double eps = 1e-6;
+    const std::vector<double> rv = r.to_double_vector();
     std::mt19937 pick(7);
     for (int i : which) {
       Tensor g = in[i].grad();
@@ -106,11 +119,12 @@ TEST_P(OpTable, GradientsMatchFiniteDifferences) {
       for (int64_t k : idx) {
         double saved = x[k];
         x[k] = saved + eps;
-        double lp = weighted_sum(c.forward(in), r).item();
+        // Copied out at once: a view op's output shares the input's memory.
+        std::vector<double> plus = c.forward(in).to_double_vector();
         x[k] = saved - eps;
-        double lm = weighted_sum(c.forward(in), r).item();
+        std::vector<double> minus = c.forward(in).to_double_vector();
         x[k] = saved;
-        double numeric = (lp - lm) / (2 * eps);
+        double numeric = central_difference(plus, minus, rv, eps);
         EXPECT_NEAR(ga[k], numeric, c.grad_atol + c.grad_rtol * std::fabs(numeric))
             << c.name << " shapes " << describe(shapes) << ": d/d input " << i << " element " << k;
       }
