@@ -309,8 +309,11 @@ TEST_F(CudaPoisoned, ElementwiseKernelsWriteEveryElement) {
     const std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>> unary = {
         {"neg", neg},         {"exp", exp},   {"square", square}, {"relu", relu},
         {"sigmoid", sigmoid}, {"tanh", tanh}, {"gelu", gelu}};
-    for (const auto& [name, op] : unary)
-      expect_matches_cpu(name, {x}, [op](const std::vector<Tensor>& v) { return op(v[0]); });
+    // A named pair, not a structured binding: clang 14 cannot capture a binding in a lambda.
+    for (const auto& entry : unary) {
+      Tensor (*op)(const Tensor&) = entry.second;
+      expect_matches_cpu(entry.first, {x}, [op](const std::vector<Tensor>& v) { return op(v[0]); });
+    }
     expect_matches_cpu("log", {pos}, [](const std::vector<Tensor>& v) { return log(v[0]); });
     expect_matches_cpu("sqrt", {pos}, [](const std::vector<Tensor>& v) { return sqrt(v[0]); });
   }
