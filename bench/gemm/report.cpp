@@ -1,5 +1,8 @@
 #include "report.h"
 
+#include "bench/gnuplot.h"
+#include "bench/subprocess.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,19 +34,10 @@ std::string percent_text(double fraction) {
   return (p < 10 ? fixed(p, 1) : fixed(p, 0)) + "%";
 }
 
-// Quotes a string for gnuplot (single quotes; a quote inside is doubled).
-std::string gp_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("''") : std::string(1, ch);
-  return out + "'";
-}
-
-// Quotes a string for the shell.
-std::string sh_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
+// Every string written into the chart's script (the title, series names, file names) is quoted
+// by Freight's one gnuplot quoting helper, so that gnuplot expands nothing in it.
+using freight::bench::gnuplot_file;
+using freight::bench::gnuplot_string;
 
 }  // namespace
 
@@ -155,7 +149,7 @@ bool write_plot(const Results& r, const std::string& dir, const std::string& ste
     }
   }
   std::ostringstream plot;
-  plot << "set title " << gp_quote(title) << " noenhanced\n"
+  plot << "set title " << gnuplot_string(title) << " noenhanced\n"
        << "set xlabel 'n (C = A·B, all three n × n, float32)' offset 0,0.4\n"
        << "set ylabel 'GFLOP/s (2n³ / median time)'\n"
        << "set logscale x 2\nset logscale y 10\nset grid xtics ytics mytics\n"
@@ -171,26 +165,26 @@ bool write_plot(const Results& r, const std::string& dir, const std::string& ste
   for (size_t q = 0; q < r.series.size(); ++q) {
     const Series& s = r.series[q];
     const std::string color = !s.color.empty() ? s.color : s.library ? "#000000" : palette[q % 6];
-    plot << (q ? ", \\\n     " : "") << gp_quote(dat) << " using 1:" << q + 2
+    plot << (q ? ", \\\n     " : "") << gnuplot_file(dat) << " using 1:" << q + 2
          << " with linespoints lw 2 pt " << 5 + int(q) % 8 << " ps 1.2 dt "
          << (s.threads > 1 ? 2 : 1) << " lc rgb '" << color << "' title "
-         << gp_quote(s.name +
-                     (s.threads > 1 ? " (" + std::to_string(s.threads) + " threads)" : ""));
+         << gnuplot_string(s.name +
+                           (s.threads > 1 ? " (" + std::to_string(s.threads) + " threads)" : ""));
   }
   for (size_t q = 0; q < peaks.size(); ++q)
     plot << ", \\\n     " << peaks[q].gflops << " with lines dt 3 lw 1.5 lc rgb '" << peaks[q].color
-         << "' title " << gp_quote(peaks[q].label);
+         << "' title " << gnuplot_string(peaks[q].label);
   plot << "\n";
   {
     std::ofstream f(dir + "/" + gp);
-    f << "# GEMM lab chart: gnuplot " << stem << ".gp (run in this directory)\n"
-      << "set terminal pngcairo size 1100,800 font ',11'\nset output " << gp_quote(stem + ".png")
-      << "\n"
+    f << "# GEMM lab chart: gnuplot " << gnuplot_file(gp) << " (run in this directory)\n"
+      << "set terminal pngcairo size 1100,800 font ',11'\nset output "
+      << gnuplot_file(stem + ".png") << "\n"
       << plot.str() << "set terminal svg size 1100,800 dynamic font ',11'\nset output "
-      << gp_quote(stem + ".svg") << "\nreplot\n";
+      << gnuplot_file(stem + ".svg") << "\nreplot\n";
   }
-  const std::string cmd = "cd " + sh_quote(dir) + " && gnuplot " + sh_quote(gp);
-  if (std::system(cmd.c_str()) != 0) {
+  // An argument vector in `dir`, no shell (bench/subprocess.h).
+  if (freight::bench::run_command(freight::bench::gnuplot_command(gp), dir, "") != 0) {
     std::fprintf(stderr, "gemm lab: gnuplot failed on %s/%s (is gnuplot installed?)\n", dir.c_str(),
                  gp.c_str());
     return false;

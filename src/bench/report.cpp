@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "bench/gnuplot.h"
 #include "bench/subprocess.h"
 #include "freight/error.h"
 
@@ -98,17 +99,10 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return out;
 }
 
-std::string gp_string(const std::string& s) {  // a double-quoted gnuplot string
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+// A gnuplot array of strings, each quoted so that gnuplot expands nothing in it.
 std::string gp_array(const std::string& name, const std::vector<std::string>& v) {
   std::vector<std::string> q;
-  for (const std::string& s : v) q.push_back(gp_string(s));
+  for (const std::string& s : v) q.push_back(gnuplot_string(s));
   return fmt::format("array {}[{}] = [{}]\n", name, v.size(), join(q, ", "));
 }
 }  // namespace
@@ -363,15 +357,15 @@ std::vector<std::string> write_plots(const json& doc, const std::string& dir,
     {
       std::ofstream gp(fs::path(dir) / (base + ".gp"));
       gp << "# written by freight bench\n"
-         << "datafile = " << gp_string(base + ".dat") << "\nout = " << gp_string(base)
-         << "\ntitle = " << gp_string(title) << "\n"
+         << "datafile = " << gnuplot_file(base + ".dat") << "\nout = " << gnuplot_file(base)
+         << "\ntitle = " << gnuplot_string(title) << "\n"
          << vars << "\n"
          << plot_script(kind + ".gp");
     }
     // Absolute: gnuplot runs in `dir`, and a relative --out would be resolved twice.
     std::string log = fs::absolute(fs::path(dir) / (base + ".log")).string();
     fs::remove(log);
-    int st = run_command({"gnuplot", base + ".gp"}, dir, log);
+    int st = run_command(gnuplot_command(base + ".gp"), dir, log);
     if (st != 0) {
       notes.push_back(fmt::format("plots: gnuplot failed on {}.gp (exit status {}; see {}.log)",
                                   base, st, base));
@@ -395,10 +389,13 @@ std::vector<std::string> write_plots(const json& doc, const std::string& dir,
       for (const std::string& m : model_order) {
         auto it = speedups[k].find(m);
         if (it == speedups[k].end()) continue;
-        ms.push_back(m);
-        for (const auto& [b, v] : it->second) dat << k << ' ' << m << ' ' << b << ' ' << v << '\n';
+        // Ids and model names are bare words in the data and in the script's word lists
+        // (matched with `eq`): the same spelling in both, and no row or column broken.
+        ms.push_back(gnuplot_data_word(m));
+        for (const auto& [b, v] : it->second)
+          dat << gnuplot_data_word(k) << ' ' << ms.back() << ' ' << b << ' ' << v << '\n';
       }
-      ids.push_back(k);
+      ids.push_back(gnuplot_data_word(k));
       titles.push_back(kind_title[k]);
       models.push_back(join(ms, " "));
     }
@@ -411,15 +408,17 @@ std::vector<std::string> write_plots(const json& doc, const std::string& dir,
   } else {
     std::ofstream dat(fs::path(dir) / (stem + "-throughput-latency.dat"));
     dat << "# series model latency_ms samples_per_s\n";
-    std::vector<std::string> titles;
+    std::vector<std::string> ids, titles;
     for (const std::string& id : series_order) {
+      ids.push_back(gnuplot_data_word(id));
       titles.push_back(series_title[id]);
       for (const auto& [m, p] : points[id])
-        dat << id << ' ' << m << ' ' << p.first << ' ' << p.second << '\n';
+        dat << ids.back() << ' ' << gnuplot_data_word(m) << ' ' << p.first << ' ' << p.second
+            << '\n';
     }
     dat.close();
     run_plot("throughput-latency", fmt::format("nseries = {}\n", series_order.size()) +
-                                       gp_array("series_id", series_order) +
+                                       gp_array("series_id", ids) +
                                        gp_array("series_title", titles));
   }
   return images;

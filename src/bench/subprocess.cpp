@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -144,15 +145,17 @@ nlohmann::json JsonLinesWorker::request(const nlohmann::json& req) {
 
 int run_command(const std::vector<std::string>& argv, const std::string& cwd,
                 const std::string& log_path) {
+  if (argv.empty()) return 127;
   std::vector<std::string> args = argv;
   std::vector<char*> cargs = c_strings(args);
+  std::fflush(nullptr);  // what we printed comes before what the child prints
   pid_t pid = ::fork();
   if (pid < 0) return 127;
   if (pid == 0) {
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) _exit(127);
     int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
-    redirect_to_log(log_path, true);
+    if (!log_path.empty()) redirect_to_log(log_path, true);
     ::execvp(cargs[0], cargs.data());
     std::fprintf(stderr, "cannot run %s: %s\n", cargs[0], std::strerror(errno));
     _exit(127);

@@ -42,8 +42,9 @@ class JsonLinesWorker {
   nlohmann::json greeting_;
 };
 
-// Runs argv[0] (searched in PATH) in directory `cwd` with stdout and stderr appended to
-// `log_path` and returns its exit status (127 when it could not be started).
+// Runs argv[0] (searched in PATH) with the arguments argv[1...] as they are, never through a
+// shell, in directory `cwd` ("": ours) with stdout and stderr appended to `log_path` ("": ours),
+// and returns its exit status (127 when it could not be started).
 int run_command(const std::vector<std::string>& argv, const std::string& cwd,
                 const std::string& log_path);
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "freight/error.h"
+#include "io/atomic_file.h"
 
 namespace freight::io {
 
@@ -50,26 +51,6 @@ bool parse_st_dtype(const std::string& s, DType* t) {
     }
   return false;
 }
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    FREIGHT_CHECK(w > 0,
-                  fmt::format("writing checkpoint '{}' failed: {}", path, std::strerror(errno)));
-    p += w;
-    n -= size_t(w);
-  }
-}
-
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
@@ -98,32 +79,16 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
 
-  fs::path target(path);
-  fs::path tmp = target;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  FREIGHT_CHECK(
-      fd >= 0, fmt::format("cannot write checkpoint '{}': {}", tmp.string(), std::strerror(errno)));
-  try {
-    write_all(fd, len, 8, path);
-    write_all(fd, text.data(), text.size(), path);
-    for (const Tensor& h : host)
-      if (h.numel() > 0) write_all(fd, h.data_ptr(), h.nbytes(), path);
-    FREIGHT_CHECK(::fsync(fd) == 0,
-                  fmt::format("fsync of checkpoint '{}' failed: {}", path, std::strerror(errno)));
-  } catch (...) {
-    ::close(fd);
-    fs::remove(tmp);
-    throw;
-  }
-  ::close(fd);
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", path, ec.message()));
-  }
-  fsync_dir(target.parent_path());
+  // Atomic, through a fresh temporary that is never a planted link (io/atomic_file.h).
+  write_file_atomically(
+      path,
+      [&](const WriteBytes& write) {
+        write(len, 8);
+        write(text.data(), text.size());
+        for (const Tensor& h : host)
+          if (h.numel() > 0) write(h.data_ptr(), h.nbytes());
+      },
+      "checkpoint");
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

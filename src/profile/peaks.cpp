@@ -17,6 +17,7 @@
 #include "freight/error.h"
 #include "freight/ops.h"
 #include "freight/runtime.h"
+#include "io/atomic_file.h"
 #include "profile/peaks_device.h"
 
 namespace freight {
@@ -184,17 +185,9 @@ void save_peaks(const DevicePeaks& p, const std::string& path) {
   fs::path dir = fs::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty()) fs::create_directories(dir, ec);
-  // Written next to the target and renamed, so a reader never sees half a file.
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    FREIGHT_CHECK(f.good(), fmt::format("peaks cache: cannot write '{}'", tmp));
-    f << all.dump(2) << "\n";
-    FREIGHT_CHECK(f.good(), fmt::format("peaks cache: writing '{}' failed", tmp));
-  }
-  fs::rename(tmp, path, ec);
-  FREIGHT_CHECK(
-      !ec, fmt::format("peaks cache: cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+  // Written next to the target and renamed, so a reader never sees half a file; through a
+  // fresh temporary that is never a planted link (io/atomic_file.h).
+  io::write_file_atomically(path, all.dump(2) + "\n", "peaks cache");
 }
 
 bool load_peaks(const std::string& key, const std::string& path, DevicePeaks& out) {

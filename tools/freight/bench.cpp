@@ -34,6 +34,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/gnuplot.h"
 #include "bench/report.h"
 #include "bench/subprocess.h"
 #include "bench/timing.h"
@@ -662,6 +663,10 @@ void add_bench(CLI::App& app) {
     FREIGHT_CHECK(o->vs.empty() || o->vs == "pytorch",
                   fmt::format("--vs {}: the only framework to compare with is pytorch", o->vs));
     FREIGHT_CHECK(o->min_rounds >= 1, "--min-rounds must be at least 1");
+    FREIGHT_CHECK(o->no_plots || bench::gnuplot_can_name(o->name),
+                  fmt::format("--name: '{}' holds a control character (a newline, a tab, ...), "
+                              "which the plots' gnuplot scripts cannot name; choose another",
+                              o->name));
     std::vector<std::string> notes;
     if (const char* removed = std::getenv("FREIGHT_BENCH_REMOVED_CORETYPE")) {
       notes.push_back(fmt::format(

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/gnuplot.h"
+#include "bench/subprocess.h"
 #include "commands.h"
 #include "freight/error.h"
 #include "freight/explain.h"
@@ -20,6 +22,9 @@ namespace freight::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using bench::gnuplot_data_label;
+using bench::gnuplot_file;
+using bench::gnuplot_string;
 
 std::string ms(double s) {
   return fmt::format("{:.3f}", s * 1e3);
@@ -196,15 +201,6 @@ struct PlotSet {
   std::string label;
 };
 
-std::string gp_quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // Writes <prefix>.dat, <prefix>.gp and, when gnuplot runs, <prefix>.png and <prefix>.svg.
 // Returns the images written ("" when gnuplot is missing or failed, with the reason in `note`).
 std::vector<std::string> write_plot(const std::string& prefix, const std::vector<PlotSet>& sets,
@@ -223,7 +219,7 @@ std::vector<std::string> write_plot(const std::string& prefix, const std::vector
       if (row.flops <= 0 || row.bytes <= 0 || row.time() <= 0) continue;
       double share = row.time() / r.step_s;
       f << fmt::format("{:.6g} {:.6g} {:.4f} {}\n", row.intensity(), row.rate() / 1e9, share,
-                       gp_quote(share >= 0.03 ? row.name : ""));
+                       gnuplot_data_label(share >= 0.03 ? row.name : ""));
       xmin = std::min(xmin, row.intensity());
       xmax = std::max(xmax, row.intensity());
       ymin = std::min(ymin, row.rate() / 1e9);
@@ -245,14 +241,17 @@ std::vector<std::string> write_plot(const std::string& prefix, const std::vector
   std::ofstream g(gp);
   FREIGHT_CHECK(g.good(), fmt::format("--plot: cannot write '{}'", gp));
   const ExplainResult& r0 = *sets[0].r;
-  g << "# Roofline of " << r0.model << ": each layer at (FLOPs/byte, achieved GFLOP/s) under\n"
-    << "# min(peak, intensity x bandwidth) from the measured peaks. Regenerate: gnuplot " << gp
-    << "\n";
+  // Every user-given string (the model's name, the --plot prefix, labels) goes in through
+  // bench/gnuplot.h, even in comments: a newline in it would end the comment and start a command.
+  g << "# Roofline of " << gnuplot_string(r0.model)
+    << ": each layer at (FLOPs/byte, achieved GFLOP/s)\n"
+    << "# under min(peak, intensity x bandwidth) from the measured peaks. Regenerate: gnuplot "
+    << gnuplot_file(gp) << "\n";
   g << "set logscale xy\nset grid\nset key top left\n";
   g << fmt::format("set xrange [{:g}:{:g}]\nset yrange [{:g}:{:g}]\n", xmin, xmax, ymin, ymax);
   g << "set xlabel 'arithmetic intensity (FLOP/byte)'\nset ylabel 'GFLOP/s'\n";
-  g << "set title " << gp_quote(fmt::format("{}: roofline, batch {}", r0.model, r0.batch_size))
-    << "\n";
+  g << "set title "
+    << gnuplot_string(fmt::format("{}: roofline, batch {}", r0.model, r0.batch_size)) << "\n";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c"};
   std::string plots;
   for (size_t s = 0; s < sets.size(); ++s) {
@@ -267,18 +266,18 @@ std::vector<std::string> write_plot(const std::string& prefix, const std::vector
         "with points pt 7 ps variable lc rgb '{1}' title {4}, \\\n     {3} using 1:2:4 with "
         "labels offset 1,0.6 font ',8' tc rgb '{1}' notitle",
         s, colors[s % 3],
-        gp_quote(fmt::format("{} roof: {:.0f} GFLOP/s, {:.1f} GB/s", sets[s].label,
-                             p.fp32_flops / 1e9, p.mem_bandwidth / 1e9)),
-        gp_quote(dats[s]), gp_quote(sets[s].label + " layers (size: share of step)"));
+        gnuplot_string(fmt::format("{} roof: {:.0f} GFLOP/s, {:.1f} GB/s", sets[s].label,
+                                   p.fp32_flops / 1e9, p.mem_bandwidth / 1e9)),
+        gnuplot_file(dats[s]), gnuplot_string(sets[s].label + " layers (size: share of step)"));
   }
   std::string png = prefix + ".png", svg = prefix + ".svg";
-  g << "set terminal pngcairo size 1000,700\nset output " << gp_quote(png) << "\nplot " << plots
+  g << "set terminal pngcairo size 1000,700\nset output " << gnuplot_file(png) << "\nplot " << plots
     << "\n";
-  g << "set terminal svg size 1000,700 dynamic\nset output " << gp_quote(svg) << "\nreplot\n";
+  g << "set terminal svg size 1000,700 dynamic\nset output " << gnuplot_file(svg) << "\nreplot\n";
   g << "unset output\n";
   g.close();
-  std::string cmd = "gnuplot " + gp_quote(gp) + " 2>&1";
-  int rc = std::system(cmd.c_str());
+  // An argument vector, no shell: the prefix is a file name, whatever characters it holds.
+  int rc = bench::run_command(bench::gnuplot_command(gp), "", "");
   if (rc != 0) {
     note = fmt::format("gnuplot failed or is not installed (exit status {}); the script is {}", rc,
                        gp);
@@ -371,6 +370,10 @@ void add_explain(CLI::App& app) {
     // after the first device's breakdown.
     resolve_device(o->e.device);
     if (!o->device2.empty()) resolve_device(o->device2);
+    FREIGHT_CHECK(o->no_plot || bench::gnuplot_can_name(o->plot),
+                  fmt::format("--plot: the prefix '{}' holds a control character (a newline, a "
+                              "tab, ...), which a gnuplot script cannot name; choose another",
+                              o->plot));
     ExplainOptions e1 = o->e;
     ExplainResult a = explain(e1);
     print_header(a);
@@ -410,8 +413,11 @@ void add_explain(CLI::App& app) {
                                ? fmt::format("explain-{}-{}{}", a.model, a.device.str(),
                                              two ? "-vs-" + b.device.str() : std::string())
                                : o->plot;
-      for (char& c : prefix)
-        if (c == ':' && o->plot.empty()) c = '_';
+      // The default comes from the model's name, which a model file sets to anything: it is
+      // made a plain file name in the current directory (':' of "cuda:0" included).
+      if (o->plot.empty())
+        for (char& c : prefix)
+          if (c == ':' || c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
       std::string note;
       std::vector<std::string> files = write_plot(prefix, sets, note);
       if (files.empty())
