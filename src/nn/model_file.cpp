@@ -38,8 +38,8 @@ std::vector<fs::path> model_dirs() {
 
 // Limits on what a model file may ask for, checked before anything is allocated (a first pass
 // sizes the network from the shapes alone; see Builder). Each is far beyond any real network
-// (VGG-16: 39 layers, 138M parameters, 15.5 GFLOPs per image) and far below what would hang or
-// exhaust a machine. docs/model-format.md lists them.
+// (VGG-16: 39 layers, 138M parameters, 31 GFLOPs per 224x224 image) and far below what would hang
+// or exhaust a machine. docs/model-format.md lists them.
 constexpr int64_t kMaxFieldValue = INT32_MAX;      // any one size, count or offset in the file
 constexpr int64_t kMaxLayers = 100'000;            // modules after expanding repeats
 constexpr int64_t kMaxParameters = 1'000'000'000;  // 4 GB of float32 weights
