@@ -19,12 +19,14 @@
 #include "freight/nn/layers.h"
 #include "freight/nn/lstm.h"
 #include "io/json_limits.h"
+#include "nn/model_fields.h"
 
 namespace freight::nn {
 
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace fields;  // NOLINT: the builder reads every field through them
 
 std::vector<fs::path> model_dirs() {
   std::vector<fs::path> dirs;
@@ -40,150 +42,11 @@ std::vector<fs::path> model_dirs() {
 // sizes the network from the shapes alone; see Builder). Each is far beyond any real network
 // (VGG-16: 39 layers, 138M parameters, 31 GFLOPs per 224x224 image) and far below what would hang
 // or exhaust a machine. docs/model-format.md lists them.
-constexpr int64_t kMaxFieldValue = INT32_MAX;      // any one size, count or offset in the file
 constexpr int64_t kMaxLayers = 100'000;            // modules after expanding repeats
 constexpr int64_t kMaxParameters = 1'000'000'000;  // 4 GB of float32 weights
 constexpr int64_t kMaxActivation = 1'000'000'000;  // values per sample in one layer's output
 constexpr double kMaxFlops = 1e15;                 // forward FLOPs per sample
 constexpr uint64_t kMaxModelFileBytes = uint64_t(64) << 20;
-
-// An error that already names the file and the layer: passed through unchanged when it
-// crosses an enclosing layer (a residual's body), where any other Error gets that context.
-class SpecError : public Error {
- public:
-  using Error::Error;
-};
-
-struct Ctx {
-  std::string file;
-  std::string where;  // "layer 3 (conv2d)"
-  SpecError error(const std::string& what) const {
-    return SpecError(fmt::format("model file '{}': {}: {}", file, where, what));
-  }
-};
-
-// A JSON value for a message, cut short: values can be whole layer lists.
-std::string show(const json& v) {
-  std::string s = v.dump();
-  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
-}
-
-// Typed field access. nlohmann's get<T>() throws type_error on a wrong type, which used to
-// escape as "internal error"; every read of the file goes through these instead, so the
-// message names the field and shows its value.
-const json* field(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
-
-int64_t as_int(const json& v, const char* key, int64_t min, int64_t max, const Ctx& ctx) {
-  // nlohmann holds non-negative integers as unsigned: those above INT64_MAX are out of range.
-  bool in_range = v.is_number_unsigned()
-                      ? v.get<uint64_t>() <= uint64_t(max) && int64_t(v.get<uint64_t>()) >= min
-                  : v.is_number_integer() ? v.get<int64_t>() >= min && v.get<int64_t>() <= max
-                                          : false;
-  if (!in_range)
-    throw ctx.error(
-        fmt::format("\"{}\" must be an integer from {} to {}, got {}", key, min, max, show(v)));
-  return v.get<int64_t>();
-}
-
-int64_t get_int(const json& obj, const char* key, const Ctx& ctx, int64_t min,
-                int64_t max = kMaxFieldValue) {
-  const json* v = field(obj, key);
-  if (!v) throw ctx.error(fmt::format("missing \"{}\"", key));
-  return as_int(*v, key, min, max, ctx);
-}
-
-int64_t get_int_or(const json& obj, const char* key, int64_t fallback, const Ctx& ctx, int64_t min,
-                   int64_t max = kMaxFieldValue) {
-  return field(obj, key) ? get_int(obj, key, ctx, min, max) : fallback;
-}
-
-bool get_bool_or(const json& obj, const char* key, bool fallback, const Ctx& ctx) {
-  const json* v = field(obj, key);
-  if (!v) return fallback;
-  if (!v->is_boolean())
-    throw ctx.error(fmt::format("\"{}\" must be true or false, got {}", key, show(*v)));
-  return v->get<bool>();
-}
-
-double get_number_or(const json& obj, const char* key, double fallback, const Ctx& ctx) {
-  const json* v = field(obj, key);
-  if (!v) return fallback;
-  if (!v->is_number() || !std::isfinite(v->get<double>()))
-    throw ctx.error(fmt::format("\"{}\" must be a number, got {}", key, show(*v)));
-  return v->get<double>();
-}
-
-std::string get_string_or(const json& obj, const char* key, const std::string& fallback,
-                          const Ctx& ctx) {
-  const json* v = field(obj, key);
-  if (!v) return fallback;
-  if (!v->is_string())
-    throw ctx.error(fmt::format("\"{}\" must be a string, got {}", key, show(*v)));
-  return v->get<std::string>();
-}
-
-// An integer (both sides) or [h, w], each at least `min`; `fallback` when absent (nullptr:
-// the field is required).
-Size2 get_pair(const json& obj, const char* key, const Ctx& ctx, int64_t min,
-               const Size2* fallback) {
-  const json* v = field(obj, key);
-  if (!v) {
-    if (!fallback) throw ctx.error(fmt::format("missing \"{}\"", key));
-    return *fallback;
-  }
-  auto good = [&](const json& x) {
-    if (x.is_number_unsigned())
-      return x.get<uint64_t>() <= uint64_t(kMaxFieldValue) && int64_t(x.get<uint64_t>()) >= min;
-    return x.is_number_integer() && x.get<int64_t>() >= min && x.get<int64_t>() <= kMaxFieldValue;
-  };
-  if (good(*v)) return Size2(v->get<int64_t>());
-  if (v->is_array() && v->size() == 2 && good((*v)[0]) && good((*v)[1]))
-    return Size2((*v)[0].get<int64_t>(), (*v)[1].get<int64_t>());
-  throw ctx.error(fmt::format("\"{}\" must be an integer or [h, w], each from {} to {}, got {}",
-                              key, min, kMaxFieldValue, show(*v)));
-}
-
-// A list of sizes from 1 to kMaxFieldValue (and -1 where `allow_infer`, for reshape).
-Shape get_shape(const json& obj, const char* key, const Ctx& ctx, bool allow_infer) {
-  const json* v = field(obj, key);
-  if (!v) throw ctx.error(fmt::format("missing \"{}\"", key));
-  Shape s;
-  bool ok = v->is_array();
-  if (ok)
-    for (const json& d : *v) {
-      if (!d.is_number_integer()) {
-        ok = false;
-        break;
-      }
-      // Clamp values beyond int64 so the range check below reports them.
-      s.push_back(d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(INT64_MAX)
-                      ? INT64_MAX
-                      : d.get<int64_t>());
-    }
-  if (!ok)
-    throw ctx.error(fmt::format("\"{}\" must be a list of integer sizes, got {}", key, show(*v)));
-  for (int64_t d : s)
-    if (!((d >= 1 && d <= kMaxFieldValue) || (allow_infer && d == -1)))
-      throw ctx.error(fmt::format(
-          "\"{}\": {} holds {}; every size must be an integer from 1 to "
-          "{}{}",
-          key, shape_str(s), d, kMaxFieldValue, allow_infer ? " (or -1 once, to infer it)" : ""));
-  return s;
-}
-
-// a·b, or INT64_MAX when it overflows (every use compares the result with a limit far below).
-int64_t mul(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-int64_t add(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
-}
 
 // The element count of `s`, or INT64_MAX when it overflows (an output beyond any limit).
 int64_t numel_capped(const Shape& s) {
