@@ -68,10 +68,19 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 }
 
 namespace {
-void check_shape(const Shape& shape, const char* what) {
+// Checks a shape for a new tensor and returns its size in bytes. The product is checked: a shape
+// whose byte count does not fit (a [2^62] float32 tensor is 2^64 bytes) would otherwise wrap to a
+// small allocation that the tensor then overruns.
+size_t checked_nbytes(const Shape& shape, DType dtype, const char* what) {
   for (int64_t d : shape)
     FREIGHT_CHECK(d >= 0,
                   fmt::format("{}: negative dimension in shape {}", what, shape_str(shape)));
+  int64_t bytes = 0;
+  FREIGHT_CHECK(!__builtin_mul_overflow(shape_numel(shape), int64_t(dtype_size(dtype)), &bytes),
+                fmt::format("{}: a {} tensor of shape {} would need more bytes than a 64-bit "
+                            "size can hold",
+                            what, dtype_name(dtype), shape_str(shape)));
+  return size_t(bytes);
 }
 
 const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
@@ -92,19 +101,19 @@ Tensor from_host(const std::vector<T>& values, const Shape& shape, Device device
 
 // ---------------------------------------------------------------- construction
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  check_shape(shape, "Tensor::empty");
+  size_t nbytes = checked_nbytes(shape, dtype, "Tensor::empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->numel = shape_numel(shape);
   impl->contiguous = true;
-  impl->storage = std::make_shared<Storage>(size_t(impl->numel) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(nbytes, device);
   return Tensor(std::move(impl));
 }
 
 Tensor empty_pinned(const Shape& shape, DType dtype, Device gpu) {
-  check_shape(shape, "empty_pinned");
+  size_t nbytes = checked_nbytes(shape, dtype, "empty_pinned");
   FREIGHT_CHECK(gpu.is_cuda(), fmt::format("empty_pinned: pinned memory is allocated for a CUDA "
                                            "device, not {}",
                                            gpu.str()));
@@ -114,8 +123,7 @@ Tensor empty_pinned(const Shape& shape, DType dtype, Device gpu) {
   impl->strides = contiguous_strides(shape);
   impl->numel = shape_numel(shape);
   impl->contiguous = true;
-  impl->storage =
-      std::make_shared<Storage>(size_t(impl->numel) * dtype_size(dtype), Device::cpu(), gpu.index);
+  impl->storage = std::make_shared<Storage>(nbytes, Device::cpu(), gpu.index);
   return Tensor(std::move(impl));
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -47,6 +48,9 @@ int64_t read_bytes(gzFile f, void* dst, uint64_t n, const std::string& path) {
 IdxArray read_idx(const std::string& path) {
   FREIGHT_CHECK(std::filesystem::is_regular_file(path),
                 fmt::format("IDX file '{}' does not exist or is not a regular file", path));
+  std::error_code ec;
+  uint64_t file_size = std::filesystem::file_size(path, ec);
+  FREIGHT_CHECK(!ec, fmt::format("cannot read the size of IDX file '{}': {}", path, ec.message()));
   std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
   FREIGHT_CHECK(f != nullptr,
                 fmt::format("cannot open IDX file '{}': {}", path, std::strerror(errno)));
@@ -76,19 +80,68 @@ IdxArray read_idx(const std::string& path) {
                                         path, d + 1, rank));
     uint64_t n = (uint64_t(b[0]) << 24) | (uint64_t(b[1]) << 16) | (uint64_t(b[2]) << 8) | b[3];
     FREIGHT_CHECK(n > 0, fmt::format("IDX file '{}': dimension {} is 0", path, d + 1));
-    total *= n;
-    FREIGHT_CHECK(total <= kMaxIdxBytes,
-                  fmt::format("IDX file '{}': its header claims more than {} GiB of data "
-                              "(dimensions so far multiply to {}); the header is corrupt",
-                              path, kMaxIdxBytes >> 30, total));
+    bool overflow = __builtin_mul_overflow(total, n, &total);
+    FREIGHT_CHECK(
+        !overflow && total <= kMaxIdxBytes,
+        fmt::format("IDX file '{}': its header claims more than {} GiB of data "
+                    "(dimensions so far multiply to {}); the header is corrupt",
+                    path, kMaxIdxBytes >> 30, overflow ? "more than 2^64" : std::to_string(total)));
     a.dims.push_back(int64_t(n));
   }
-  a.data.resize(total);
-  got = read_bytes(f.get(), a.data.data(), total, path);
-  FREIGHT_CHECK(uint64_t(got) == total,
-                fmt::format("IDX file '{}' is truncated: the header {} promises {} bytes of data, "
-                            "the file holds {}",
-                            path, shape_str(a.dims), total, got));
+  const uint64_t header_bytes = 4 + 4 * uint64_t(rank);
+  // What the header claims is checked against what the file can hold before anything is
+  // allocated. A plain file's size is exact. Behind gzip only a bound is known up front: deflate
+  // codes a 258-byte match in 2 bits at best, so a stream expands at most 1032:1, and the file
+  // (gzip header and trailer included) is longer than its deflate data. The gzip trailer's ISIZE
+  // is not used: it is the size mod 2^32 and as easy to forge as the header.
+  auto claim = [&] {
+    return fmt::format("its header claims {} ({} bytes of data)", shape_str(a.dims), total);
+  };
+  // gzdirect() tells, once zlib has looked at the first bytes, whether the file is plain.
+  const bool plain = gzdirect(f.get()) == 1;
+  if (plain) {
+    uint64_t holds = file_size - std::min(file_size, header_bytes);
+    FREIGHT_CHECK(holds >= total,
+                  fmt::format("IDX file '{}' is truncated: {} but the file holds {} bytes after "
+                              "its {}-byte header",
+                              path, claim(), holds, header_bytes));
+    FREIGHT_CHECK(holds == total,
+                  fmt::format("IDX file '{}' has bytes after the {} its header {} promises; the "
+                              "counts are wrong",
+                              path, total, shape_str(a.dims)));
+    a.data.resize(total);
+    got = read_bytes(f.get(), a.data.data(), total, path);
+    FREIGHT_CHECK(uint64_t(got) == total,
+                  fmt::format("IDX file '{}' is truncated: {} but only {} could be read", path,
+                              claim(), got));
+    return a;
+  }
+  constexpr uint64_t kDeflateMaxRatio = 1032;
+  uint64_t at_most =
+      file_size > UINT64_MAX / kDeflateMaxRatio ? UINT64_MAX : file_size * kDeflateMaxRatio;
+  FREIGHT_CHECK(header_bytes + total <= at_most,
+                fmt::format("IDX file '{}' cannot hold what {}: it is {} bytes of gzip, which "
+                            "decompress to at most {} bytes (deflate expands at most {}:1); the "
+                            "file is truncated or its header corrupt",
+                            path, claim(), file_size, at_most, kDeflateMaxRatio));
+  // Within that bound the buffer still grows only as decompressed data arrives (at most twice
+  // what arrived, and exactly `total` at the end), so a stream that stops early costs memory in
+  // proportion to what it held, not to what its header claimed.
+  constexpr uint64_t kChunk = uint64_t(16) << 20;
+  uint64_t done = 0;
+  while (done < total) {
+    uint64_t want = std::min(total - done, kChunk);
+    if (a.data.capacity() < done + want)
+      a.data.reserve(std::min(total, std::max<uint64_t>(2 * a.data.capacity(), done + want)));
+    a.data.resize(done + want);
+    got = read_bytes(f.get(), a.data.data() + done, want, path);
+    done += uint64_t(got);
+    if (uint64_t(got) < want) break;
+  }
+  FREIGHT_CHECK(done == total,
+                fmt::format("IDX file '{}' is truncated: {} but the decompressed stream holds {} "
+                            "bytes after its {}-byte header",
+                            path, claim(), done, header_bytes));
   uint8_t extra;
   FREIGHT_CHECK(read_bytes(f.get(), &extra, 1, path) == 0,
                 fmt::format("IDX file '{}' has bytes after the {} its header {} promises; the "

@@ -12,6 +12,7 @@
 
 #include "freight/error.h"
 #include "io/atomic_file.h"
+#include "io/json_limits.h"
 
 namespace freight::io {
 
@@ -92,10 +93,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  FREIGHT_CHECK(!fs::is_directory(path, ec),
+                fmt::format("checkpoint '{}' is a directory, not a safetensors file", path));
   std::ifstream in(path, std::ios::binary);
   FREIGHT_CHECK(in.good(), fmt::format("cannot open checkpoint '{}': {}", path,
                                        fs::exists(path) ? "unreadable" : "no such file"));
-  uint64_t file_size = fs::file_size(path);
+  uint64_t file_size = fs::file_size(path, ec);
+  FREIGHT_CHECK(!ec,
+                fmt::format("cannot read the size of checkpoint '{}': {}", path, ec.message()));
   FREIGHT_CHECK(file_size >= 8, fmt::format("checkpoint '{}' is truncated: {} bytes, shorter than "
                                             "the 8-byte header length",
                                             path, file_size));
@@ -109,6 +115,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
                             path, n, file_size));
   std::string text(n, '\0');
   in.read(text.data(), std::streamsize(n));
+  // The parser is iterative but serialising a value back (the metadata below) recurses once per
+  // level, so the nesting is bounded before parsing; real headers are 3 levels deep.
+  FREIGHT_CHECK(json_nesting_depth(text) <= kMaxJsonDepth,
+                fmt::format("checkpoint '{}': its header is nested more than {} levels deep: "
+                            "corrupt or not a safetensors file",
+                            path, kMaxJsonDepth));
   json header;
   try {
     header = json::parse(text);
@@ -147,10 +159,27 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (!e["dtype"].is_string() || !parse_st_dtype(e["dtype"].get<std::string>(), &en.dtype))
       throw bad(fmt::format("unsupported dtype {}", e["dtype"].dump()));
     if (!e["shape"].is_array()) throw bad("shape is not a list");
+    // Every size comes from the file, so every product below is checked: element count and byte
+    // count (the span it must equal is checked against the data section below). nlohmann reads
+    // non-negative integers as unsigned; those above 2^63 - 1 are no sizes for a Shape.
     for (const json& d : e["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw bad("shape holds a non-size");
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw bad(
+            fmt::format("shape {} holds {}, which is not a size", e["shape"].dump(), d.dump()));
       en.shape.push_back(d.get<int64_t>());
     }
+    // A zero size makes the tensor empty whatever the others multiply to.
+    uint64_t numel = 1, want = 0;
+    bool overflow = false;
+    if (std::find(en.shape.begin(), en.shape.end(), 0) == en.shape.end()) {
+      for (int64_t d : en.shape) overflow |= __builtin_mul_overflow(numel, uint64_t(d), &numel);
+      overflow |= __builtin_mul_overflow(numel, uint64_t(dtype_size(en.dtype)), &want);
+    }
+    if (overflow || want > uint64_t(INT64_MAX))
+      throw bad(
+          fmt::format("shape {} of {} holds more bytes than a 64-bit size can count: the "
+                      "header is corrupt",
+                      shape_str(en.shape), dtype_name(en.dtype)));
     const json& off = e["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
         !off[1].is_number_unsigned())
@@ -162,7 +191,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
           fmt::format("data [{}, {}) lies outside the {} bytes of data: the file is "
                       "truncated or corrupt",
                       en.begin, en.end, data_size));
-    uint64_t want = uint64_t(shape_numel(en.shape)) * dtype_size(en.dtype);
     if (en.end - en.begin != want)
       throw bad(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}",
                             shape_str(en.shape), dtype_name(en.dtype), want, en.end - en.begin));

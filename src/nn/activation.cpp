@@ -67,6 +67,13 @@ Reshape::Reshape(Shape shape) : Module("Reshape"), shape_(std::move(shape)) {
     unknown += d == -1;
   }
   FREIGHT_CHECK(unknown <= 1, fmt::format("Reshape: more than one -1 in {}", shape_str(shape_)));
+  // output_shape multiplies the known sizes: they must have a product that int64 holds.
+  int64_t known = 1;
+  for (int64_t d : shape_)
+    FREIGHT_CHECK(d == -1 || !__builtin_mul_overflow(known, d, &known),
+                  fmt::format("Reshape: target shape {} has more elements than a 64-bit count "
+                              "can hold",
+                              shape_str(shape_)));
 }
 
 std::string Reshape::describe() const {

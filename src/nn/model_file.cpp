@@ -6,7 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,12 +18,15 @@
 #include "freight/nn/container.h"
 #include "freight/nn/layers.h"
 #include "freight/nn/lstm.h"
+#include "io/json_limits.h"
+#include "nn/model_fields.h"
 
 namespace freight::nn {
 
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace fields;  // NOLINT: the builder reads every field through them
 
 std::vector<fs::path> model_dirs() {
   std::vector<fs::path> dirs;
@@ -32,157 +38,312 @@ std::vector<fs::path> model_dirs() {
   return dirs;
 }
 
-struct Ctx {
-  std::string file;
-  std::string where;  // "layer 3 (conv2d)"
-  Error error(const std::string& what) const {
-    return Error(fmt::format("model file '{}': {}: {}", file, where, what));
+// Limits on what a model file may ask for, checked before anything is allocated (a first pass
+// sizes the network from the shapes alone; see Builder). Each is far beyond any real network
+// (VGG-16: 39 layers, 138M parameters, 31 GFLOPs per 224x224 image) and far below what would hang
+// or exhaust a machine. docs/model-format.md lists them.
+constexpr int64_t kMaxLayers = 100'000;            // modules after expanding repeats
+constexpr int64_t kMaxParameters = 1'000'000'000;  // 4 GB of float32 weights
+constexpr int64_t kMaxActivation = 1'000'000'000;  // values per sample in one layer's output
+constexpr double kMaxFlops = 1e15;                 // forward FLOPs per sample
+constexpr uint64_t kMaxModelFileBytes = uint64_t(64) << 20;
+
+// The element count of `s`, or INT64_MAX when it overflows (an output beyond any limit).
+int64_t numel_capped(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n = mul(n, d);
+  return n;
+}
+
+// Turns a "layers" list into modules, in two passes over the same code. The first (dry) pass
+// allocates no weights: layers with parameters are sized by formula (their parameter count and
+// output shape follow from the shape reaching them), those without are built for real (they
+// cost nothing) so their own checks and output_shape apply. It counts layers, parameters,
+// per-sample activations and FLOPs against the limits above and stops at the first layer that
+// goes beyond one. Only then does the second pass build the network.
+class Builder {
+ public:
+  explicit Builder(bool dry) : dry_(dry) {}
+
+  ModulePtr layers(const json& list, Shape& shape, const std::string& prefix, const Ctx& ctx,
+                   const char* key) {
+    std::vector<const json*> flat;
+    expand(list, prefix, ctx, key, flat);
+    auto seq = dry_ ? nullptr : std::make_shared<Sequential>();
+    for (size_t i = 0; i < flat.size(); ++i) {
+      Ctx here = ctx;
+      here.where = fmt::format("layer {}{} ({})", prefix, i, (*flat[i])["type"].get<std::string>());
+      ModulePtr m = layer(*flat[i], shape, fmt::format("{}{}.", prefix, i), here);
+      if (seq) seq->push_back(m);
+    }
+    return seq;
   }
-};
 
-int64_t get_int(const json& spec, const char* key, const Ctx& ctx) {
-  if (!spec.contains(key)) throw ctx.error(fmt::format("missing \"{}\"", key));
-  if (!spec[key].is_number_integer() || spec[key].get<int64_t>() < 0)
-    throw ctx.error(
-        fmt::format("\"{}\" must be a non-negative integer, got {}", key, spec[key].dump()));
-  return spec[key].get<int64_t>();
-}
-
-int64_t get_int_or(const json& spec, const char* key, int64_t fallback, const Ctx& ctx) {
-  return spec.contains(key) ? get_int(spec, key, ctx) : fallback;
-}
-
-Size2 get_pair(const json& spec, const char* key, Size2 fallback, const Ctx& ctx) {
-  if (!spec.contains(key)) return fallback;
-  const json& v = spec[key];
-  if (v.is_number_integer()) return Size2(v.get<int64_t>());
-  if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
-    return Size2(v[0].get<int64_t>(), v[1].get<int64_t>());
-  throw ctx.error(fmt::format("\"{}\" must be an integer or [h, w], got {}", key, v.dump()));
-}
-
-// Inlines {"type": "repeat", "times": n, "layers": [...]} into n copies.
-std::vector<json> expand(const json& layers, const Ctx& ctx) {
-  if (!layers.is_array()) throw ctx.error("\"layers\" must be a list");
-  std::vector<json> out;
-  for (const json& spec : layers) {
-    if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string())
-      throw ctx.error(fmt::format("each layer needs a \"type\", got {}", spec.dump()));
-    if (spec["type"] == "repeat") {
-      int64_t times = get_int(spec, "times", ctx);
-      if (!spec.contains("layers")) throw ctx.error("repeat needs \"layers\"");
-      std::vector<json> body = expand(spec["layers"], ctx);
-      for (int64_t i = 0; i < times; ++i) out.insert(out.end(), body.begin(), body.end());
-    } else {
-      out.push_back(spec);
+ private:
+  // Inlines {"type": "repeat", "times": n, "layers": [...]} as n runs of pointers to its body
+  // (no copies), checking the count before the expansion is materialised.
+  void expand(const json& list, const std::string& prefix, const Ctx& ctx, const char* key,
+              std::vector<const json*>& out) {
+    if (!list.is_array())
+      throw ctx.error(fmt::format("\"{}\" must be a list of layers, got {}", key, show(list)));
+    for (const json& spec : list) {
+      const json* type = field(spec, "type");
+      if (!type || !type->is_string())
+        throw ctx.error(fmt::format("each layer needs a \"type\", got {}", show(spec)));
+      if (*type != "repeat") {
+        out.push_back(&spec);
+        continue;
+      }
+      Ctx here = ctx;
+      here.where = fmt::format("layer {}{} (repeat)", prefix, out.size());
+      int64_t times = get_int(spec, "times", here, 0);
+      const json* body_list = field(spec, "layers");
+      if (!body_list) throw here.error("repeat needs \"layers\"");
+      std::vector<const json*> body;
+      expand(*body_list, prefix, here, "layers", body);
+      int64_t total = add(int64_t(out.size()), mul(times, int64_t(body.size())));
+      if (total > kMaxLayers)
+        throw here.error(
+            fmt::format("{} times {} layers would make {} layers in this list, "
+                        "beyond the limit of {} layers",
+                        times, body.size(),
+                        total == INT64_MAX ? "more than 2^63" : std::to_string(total), kMaxLayers));
+      for (int64_t t = 0; t < times; ++t) out.insert(out.end(), body.begin(), body.end());
     }
   }
-  return out;
-}
 
-ModulePtr build_layers(const json& layers, Shape& shape, const std::string& prefix, Ctx ctx);
-
-// Builds one layer for input `shape` (with the batch dimension) and advances `shape`.
-ModulePtr build_layer(const json& spec, Shape& shape, const std::string& prefix, Ctx ctx) {
-  std::string type = spec["type"].get<std::string>();
-  auto need_rank = [&](size_t r, const char* layout) {
-    if (shape.size() != r)
-      throw ctx.error(
-          fmt::format("{} needs input {} but receives {}", type, layout, shape_str(shape)));
-  };
-  ModulePtr m;
-  if (type == "linear") {
-    if (shape.size() < 2)
-      throw ctx.error(
-          fmt::format("linear needs [N, ..., features], receives {}", shape_str(shape)));
-    m = std::make_shared<Linear>(shape.back(), get_int(spec, "out", ctx), spec.value("bias", true));
-  } else if (type == "conv2d") {
-    need_rank(4, "[N, C, H, W]");
-    m = std::make_shared<Conv2d>(
-        shape[1], get_int(spec, "out", ctx), get_pair(spec, "kernel", Size2(0), ctx),
-        get_pair(spec, "stride", Size2(1), ctx), get_pair(spec, "padding", Size2(0), ctx),
-        get_pair(spec, "dilation", Size2(1), ctx), spec.value("bias", true));
-  } else if (type == "maxpool2d" || type == "avgpool2d") {
-    need_rank(4, "[N, C, H, W]");
-    Size2 k = get_pair(spec, "kernel", Size2(0), ctx);
-    Size2 s = get_pair(spec, "stride", k, ctx);
-    Size2 p = get_pair(spec, "padding", Size2(0), ctx);
-    if (type == "maxpool2d")
-      m = std::make_shared<MaxPool2d>(k, s, p);
-    else
-      m = std::make_shared<AvgPool2d>(k, s, p);
-  } else if (type == "batchnorm" || type == "batchnorm1d" || type == "batchnorm2d") {
-    double eps = spec.value("eps", 1e-5), momentum = spec.value("momentum", 0.1);
-    if (shape.size() < 2)
-      throw ctx.error(fmt::format("batchnorm needs [N, C, ...], receives {}", shape_str(shape)));
-    if (type == "batchnorm2d" || (type == "batchnorm" && shape.size() == 4))
-      m = std::make_shared<BatchNorm2d>(shape[1], eps, momentum);
-    else
-      m = std::make_shared<BatchNorm1d>(shape[1], eps, momentum);
-  } else if (type == "dropout") {
-    m = std::make_shared<Dropout>(spec.value("p", 0.5));
-  } else if (type == "relu") {
-    m = std::make_shared<ReLU>();
-  } else if (type == "sigmoid") {
-    m = std::make_shared<Sigmoid>();
-  } else if (type == "tanh") {
-    m = std::make_shared<Tanh>();
-  } else if (type == "gelu") {
-    m = std::make_shared<GELU>();
-  } else if (type == "flatten") {
-    m = std::make_shared<Flatten>(get_int_or(spec, "start", 1, ctx),
-                                  spec.contains("end") ? spec["end"].get<int64_t>() : -1);
-  } else if (type == "reshape") {
-    if (!spec.contains("shape") || !spec["shape"].is_array())
-      throw ctx.error("reshape needs \"shape\": [..] (per sample)");
-    m = std::make_shared<Reshape>(spec["shape"].get<Shape>());
-  } else if (type == "embedding") {
-    m = std::make_shared<Embedding>(get_int(spec, "num", ctx), get_int(spec, "dim", ctx));
-  } else if (type == "lstm") {
-    need_rank(3, "[N, T, features]");
-    m = std::make_shared<LSTM>(shape[2], get_int(spec, "hidden", ctx),
-                               get_int_or(spec, "layers", 1, ctx));
-  } else if (type == "last_step") {
-    m = std::make_shared<LastStep>();
-  } else if (type == "residual") {
-    if (!spec.contains("body")) throw ctx.error("residual needs \"body\"");
-    Shape body_shape = shape;
-    ModulePtr body = build_layers(spec["body"], body_shape, prefix + "body.", ctx);
-    ModulePtr shortcut;
-    Shape short_shape = shape;
-    if (spec.contains("shortcut") && !spec["shortcut"].empty())
-      shortcut = build_layers(spec["shortcut"], short_shape, prefix + "shortcut.", ctx);
-    if (body_shape != short_shape)
-      throw ctx.error(fmt::format("residual body produces {} but the shortcut produces {}",
-                                  shape_str(body_shape), shape_str(short_shape)));
-    shape = body_shape;
-    return std::make_shared<Residual>(body, shortcut);
-  } else if (type == "sequential") {
-    return build_layers(spec.value("layers", json::array()), shape, prefix, ctx);
-  } else {
-    throw ctx.error(fmt::format(
-        "unknown layer type \"{}\" (known: linear, conv2d, maxpool2d, avgpool2d, batchnorm, "
-        "dropout, relu, sigmoid, tanh, gelu, flatten, reshape, embedding, lstm, last_step, "
-        "residual, sequential, repeat)",
-        type));
+  // Builds (or, dry, sizes) one layer for input `shape` (with the batch dimension 1) and
+  // advances `shape`.
+  ModulePtr layer(const json& spec, Shape& shape, const std::string& prefix, const Ctx& ctx) {
+    if (dry_ && ++layers_ > kMaxLayers)
+      throw ctx.error(fmt::format("the model has more than {} layers, the limit", kMaxLayers));
+    try {
+      return layer_unchecked(spec, shape, prefix, ctx);
+    } catch (const SpecError&) {
+      throw;
+    } catch (const Error& e) {
+      // A layer's constructor or output_shape: they name the layer's class, not the file.
+      throw ctx.error(e.what());
+    } catch (const json::exception& e) {
+      // Every field is read through the typed getters above; this is the backstop.
+      throw ctx.error(fmt::format("unexpected JSON in this layer: {}", e.what()));
+    }
   }
-  try {
+
+  ModulePtr layer_unchecked(const json& spec, Shape& shape, const std::string& prefix,
+                            const Ctx& ctx) {
+    const std::string type = spec["type"].get<std::string>();
+    auto need_rank = [&](size_t r, const char* layout) {
+      if (shape.size() != r)
+        throw ctx.error(
+            fmt::format("{} needs input {} but receives {}", type, layout, shape_str(shape)));
+    };
+    const Shape in = shape;
+    // Layers with parameters: sized by formula in the dry pass, built in the second.
+    if (type == "linear") {
+      if (shape.size() < 2)
+        throw ctx.error(
+            fmt::format("linear needs [N, ..., features], receives {}", shape_str(shape)));
+      int64_t fin = shape.back(), fout = get_int(spec, "out", ctx, 1);
+      bool bias = get_bool_or(spec, "bias", true, ctx);
+      Shape out = in;
+      out.back() = fout;
+      if (dry_) {
+        int64_t rows = shape_numel(in) / fin;
+        account(ctx, add(mul(fout, fin), bias ? fout : 0), out,
+                2.0 * double(rows) * double(fin) * double(fout));
+        shape = out;
+        return nullptr;
+      }
+      return finish(std::make_shared<Linear>(fin, fout, bias), shape);
+    }
+    if (type == "conv2d") {
+      need_rank(4, "[N, C, H, W]");
+      const Size2 one(1), zero(0);
+      int64_t cin = shape[1], cout = get_int(spec, "out", ctx, 1);
+      Size2 k = get_pair(spec, "kernel", ctx, 1, nullptr);
+      Size2 st = get_pair(spec, "stride", ctx, 1, &one);
+      Size2 pad = get_pair(spec, "padding", ctx, 0, &zero);
+      Size2 dil = get_pair(spec, "dilation", ctx, 1, &one);
+      bool bias = get_bool_or(spec, "bias", true, ctx);
+      if (dry_) {
+        // ⌊(n + 2·pad − dilation·(k − 1) − 1) / stride⌋ + 1; every term is below 2^62.
+        int64_t span_h = dil.h * (k.h - 1) + 1, span_w = dil.w * (k.w - 1) + 1;
+        if (shape[2] + 2 * pad.h < span_h || shape[3] + 2 * pad.w < span_w)
+          throw ctx.error(
+              fmt::format("input {} is smaller than the kernel (spanning {}x{} with "
+                          "its dilation, padding {}x{})",
+                          shape_str(shape), span_h, span_w, pad.h, pad.w));
+        Shape out{shape[0], cout, (shape[2] + 2 * pad.h - span_h) / st.h + 1,
+                  (shape[3] + 2 * pad.w - span_w) / st.w + 1};
+        int64_t weights = mul(mul(cout, cin), mul(k.h, k.w));
+        account(ctx, add(weights, bias ? cout : 0), out,
+                2.0 * double(cin) * double(k.h) * double(k.w) * double(numel_capped(out)));
+        shape = out;
+        return nullptr;
+      }
+      return finish(std::make_shared<Conv2d>(cin, cout, k, st, pad, dil, bias), shape);
+    }
+    if (type == "batchnorm" || type == "batchnorm1d" || type == "batchnorm2d") {
+      double eps = get_number_or(spec, "eps", 1e-5, ctx);
+      double momentum = get_number_or(spec, "momentum", 0.1, ctx);
+      if (eps <= 0) throw ctx.error(fmt::format("\"eps\" must be positive, got {}", eps));
+      if (momentum < 0 || momentum > 1)
+        throw ctx.error(fmt::format("\"momentum\" must lie in [0, 1], got {}", momentum));
+      if (shape.size() < 2)
+        throw ctx.error(fmt::format("batchnorm needs [N, C, ...], receives {}", shape_str(shape)));
+      bool two_d = type == "batchnorm2d" || (type == "batchnorm" && shape.size() == 4);
+      if (dry_) {
+        account(ctx, mul(2, shape[1]), in, 2.0 * double(shape_numel(in)));
+        return nullptr;
+      }
+      if (two_d) return finish(std::make_shared<BatchNorm2d>(shape[1], eps, momentum), shape);
+      return finish(std::make_shared<BatchNorm1d>(shape[1], eps, momentum), shape);
+    }
+    if (type == "embedding") {
+      int64_t num = get_int(spec, "num", ctx, 1), dim = get_int(spec, "dim", ctx, 1);
+      if (dry_) {
+        Shape out = in;
+        out.push_back(dim);
+        account(ctx, mul(num, dim), out, 0.0);
+        shape = out;
+        return nullptr;
+      }
+      return finish(std::make_shared<Embedding>(num, dim), shape);
+    }
+    if (type == "lstm") {
+      need_rank(3, "[N, T, features]");
+      int64_t hidden = get_int(spec, "hidden", ctx, 1);
+      int64_t stack = get_int_or(spec, "layers", 1, ctx, 1);
+      if (dry_) {
+        // Per layer: weight_ih [4H, in], weight_hh [4H, H], two biases [4H].
+        int64_t params = 0;
+        double flops = 0, bt = double(shape[0]) * double(shape[1]), h = double(hidden);
+        for (int64_t l = 0; l < stack && params < kMaxParameters; ++l) {
+          int64_t fin = l == 0 ? shape[2] : hidden;
+          params = add(params, add(mul(mul(4, hidden), add(fin, hidden)), mul(8, hidden)));
+          flops += bt * (8.0 * h * (double(fin) + h) + 10.0 * h);
+        }
+        Shape out{shape[0], shape[1], hidden};
+        account(ctx, params, out, flops);
+        shape = out;
+        return nullptr;
+      }
+      return finish(std::make_shared<LSTM>(shape[2], hidden, stack), shape);
+    }
+    // Containers: their layers are counted one by one.
+    if (type == "residual") {
+      const json* body_list = field(spec, "body");
+      if (!body_list) throw ctx.error("residual needs \"body\"");
+      Shape body_shape = shape, short_shape = shape;
+      ModulePtr body = layers(*body_list, body_shape, prefix + "body.", ctx, "body");
+      ModulePtr shortcut;
+      const json* short_list = field(spec, "shortcut");
+      if (short_list && !short_list->empty())
+        shortcut = layers(*short_list, short_shape, prefix + "shortcut.", ctx, "shortcut");
+      if (body_shape != short_shape)
+        throw ctx.error(fmt::format("residual body produces {} but the shortcut produces {}",
+                                    shape_str(body_shape), shape_str(short_shape)));
+      shape = body_shape;
+      if (dry_) {
+        account(ctx, 0, shape, double(shape_numel(shape)));  // the addition
+        return nullptr;
+      }
+      return std::make_shared<Residual>(body, shortcut);
+    }
+    if (type == "sequential") {
+      const json* list = field(spec, "layers");
+      return layers(list ? *list : json::array(), shape, prefix, ctx, "layers");
+    }
+    // Layers without parameters: built in both passes.
+    ModulePtr m;
+    if (type == "maxpool2d" || type == "avgpool2d") {
+      need_rank(4, "[N, C, H, W]");
+      const Size2 zero(0);
+      Size2 k = get_pair(spec, "kernel", ctx, 1, nullptr);
+      Size2 st = get_pair(spec, "stride", ctx, 1, &k);
+      Size2 p = get_pair(spec, "padding", ctx, 0, &zero);
+      if (type == "maxpool2d")
+        m = std::make_shared<MaxPool2d>(k, st, p);
+      else
+        m = std::make_shared<AvgPool2d>(k, st, p);
+    } else if (type == "dropout") {
+      m = std::make_shared<Dropout>(get_number_or(spec, "p", 0.5, ctx));
+    } else if (type == "relu") {
+      m = std::make_shared<ReLU>();
+    } else if (type == "sigmoid") {
+      m = std::make_shared<Sigmoid>();
+    } else if (type == "tanh") {
+      m = std::make_shared<Tanh>();
+    } else if (type == "gelu") {
+      m = std::make_shared<GELU>();
+    } else if (type == "flatten") {
+      m = std::make_shared<Flatten>(get_int_or(spec, "start", 1, ctx, -kMaxFieldValue),
+                                    get_int_or(spec, "end", -1, ctx, -kMaxFieldValue));
+    } else if (type == "reshape") {
+      m = std::make_shared<Reshape>(get_shape(spec, "shape", ctx, true));
+    } else if (type == "last_step") {
+      m = std::make_shared<LastStep>();
+    } else {
+      throw ctx.error(fmt::format(
+          "unknown layer type \"{}\" (known: linear, conv2d, maxpool2d, avgpool2d, batchnorm, "
+          "dropout, relu, sigmoid, tanh, gelu, flatten, reshape, embedding, lstm, last_step, "
+          "residual, sequential, repeat)",
+          type));
+    }
+    finish(m, shape);
+    if (dry_) account(ctx, 0, shape, m->flops(in));
+    return m;
+  }
+
+  // Advances `shape` through a built layer (its output_shape checks the input).
+  static ModulePtr finish(ModulePtr m, Shape& shape) {
     shape = m->output_shape(shape);
-  } catch (const Error& e) {
-    throw ctx.error(e.what());
+    return m;
   }
-  return m;
-}
 
-ModulePtr build_layers(const json& layers, Shape& shape, const std::string& prefix, Ctx ctx) {
-  auto seq = std::make_shared<Sequential>();
-  std::vector<json> flat = expand(layers, ctx);
-  for (size_t i = 0; i < flat.size(); ++i) {
-    Ctx here = ctx;
-    here.where = fmt::format("layer {}{} ({})", prefix, i, flat[i]["type"].get<std::string>());
-    seq->push_back(build_layer(flat[i], shape, fmt::format("{}{}.", prefix, i), here));
+  // Adds one layer's parameters, output (values per sample; the batch is 1 here) and FLOPs to
+  // the model's totals, naming the layer when one goes beyond its limit.
+  void account(const Ctx& ctx, int64_t params, const Shape& out, double flops) {
+    params_ = add(params_, params);
+    if (params_ > kMaxParameters)
+      throw ctx.error(fmt::format(
+          "its {} parameters bring the model to {}, beyond the limit of "
+          "{} parameters",
+          params == INT64_MAX ? "more than 2^63" : std::to_string(params),
+          params_ == INT64_MAX ? "more than 2^63" : std::to_string(params_), kMaxParameters));
+    int64_t values = numel_capped(out);
+    if (values > kMaxActivation)
+      throw ctx.error(fmt::format(
+          "its output {} holds {} values per sample, beyond the limit of "
+          "{}",
+          shape_str(out), values == INT64_MAX ? "more than 2^63" : std::to_string(values),
+          kMaxActivation));
+    flops_ += flops;
+    if (!(flops_ <= kMaxFlops))
+      throw ctx.error(
+          fmt::format("it brings the forward pass to {:.3g} FLOPs per sample, beyond "
+                      "the limit of {:.0e}",
+                      flops_, kMaxFlops));
   }
-  return seq;
+
+  bool dry_;
+  int64_t layers_ = 0, params_ = 0;
+  double flops_ = 0;
+};
+
+// Parses JSON text from a file after bounding its nesting (nlohmann's serializer and the
+// builder recurse once per level).
+json parse_json(const std::string& text, const std::string& origin) {
+  FREIGHT_CHECK(io::json_nesting_depth(text) <= io::kMaxJsonDepth,
+                fmt::format("model file '{}' is nested more than {} levels deep (arrays and "
+                            "objects); real model files need fewer than 10",
+                            origin, io::kMaxJsonDepth));
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("model file '{}' is not valid JSON: {}", origin, e.what()));
+  }
 }
 }  // namespace
 
@@ -211,39 +372,72 @@ ModelSpec load_model_spec(const std::string& name_or_path) {
                       name_or_path, known));
     }
   }
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Reading a directory through a filebuf fails deep inside the stream ("basic_filebuf::
+  // underflow"); special files have no size to check. Both are refused by name first.
+  std::error_code ec;
+  FREIGHT_CHECK(!fs::is_directory(path, ec),
+                fmt::format("--model: '{}' is a directory; give a model file (.json) or the "
+                            "name of a model in the zoo",
+                            path.string()));
+  FREIGHT_CHECK(fs::is_regular_file(path, ec),
+                fmt::format("--model: '{}' is not a regular file", path.string()));
+  uint64_t size = fs::file_size(path, ec);
+  FREIGHT_CHECK(!ec && size <= kMaxModelFileBytes,
+                fmt::format("--model: model file '{}' is {} bytes, more than the {} MiB a model "
+                            "file may have",
+                            path.string(), size, kMaxModelFileBytes >> 20));
+  std::ifstream in(path, std::ios::binary);
+  std::string text(size, '\0');
+  in.read(text.data(), std::streamsize(size));
+  FREIGHT_CHECK(
+      in.gcount() == std::streamsize(size),
+      fmt::format("--model: cannot read model file '{}': {}", path.string(), std::strerror(errno)));
   return parse_model_spec(text, path.string());
 }
 
 ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   std::filesystem::path path(origin);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("model file '{}' is not valid JSON: {}", origin, e.what()));
-  }
+  FREIGHT_CHECK(text.size() <= kMaxModelFileBytes,
+                fmt::format("model file '{}' is {} bytes, more than the {} MiB a model file may "
+                            "have",
+                            origin, text.size(), kMaxModelFileBytes >> 20));
+  json j = parse_json(text, origin);
   Ctx ctx{origin, "top level"};
   if (!j.is_object()) throw ctx.error("expected a JSON object");
   ModelSpec s;
   s.path = origin;
-  s.name = j.value("name", path.stem().string());
-  s.description = j.value("description", "");
-  if (!j.contains("input") || !j["input"].is_object() || !j["input"].contains("shape"))
+  s.name = get_string_or(j, "name", path.stem().string(), ctx);
+  s.description = get_string_or(j, "description", "", ctx);
+  const json* input = field(j, "input");
+  if (!input || !input->is_object() || !field(*input, "shape"))
     throw ctx.error("missing \"input\": {\"shape\": [...]}");
-  s.input_shape = j["input"]["shape"].get<Shape>();
-  s.input_dtype = parse_dtype(j["input"].value("dtype", "float32"));
-  s.vocab = j["input"].value("vocab", int64_t(0));
-  s.classes = get_int(j, "classes", ctx);
-  s.task = j.value("task", "classify");
+  Ctx in_ctx{origin, "input"};
+  s.input_shape = get_shape(*input, "shape", in_ctx, false);
+  if (numel_capped(s.input_shape) > kMaxActivation)
+    throw in_ctx.error(fmt::format("\"shape\" {} holds more than {} values per sample",
+                                   shape_str(s.input_shape), kMaxActivation));
+  std::string dtype = get_string_or(*input, "dtype", "float32", in_ctx);
+  try {
+    s.input_dtype = parse_dtype(dtype);
+  } catch (const Error& e) {
+    throw in_ctx.error(fmt::format("\"dtype\": {}", e.what()));
+  }
+  s.vocab = get_int_or(*input, "vocab", 0, in_ctx, 0);
+  s.classes = get_int(j, "classes", ctx, 1);
+  s.task = get_string_or(j, "task", "classify", ctx);
   if (s.task != "classify" && s.task != "language_model")
     throw ctx.error(fmt::format("task \"{}\" is not classify or language_model", s.task));
-  if (!j.contains("layers")) throw ctx.error("missing \"layers\"");
-  s.layers_json = j["layers"].dump();
-  if (j.contains("train") && j["train"].is_object())
-    for (auto it = j["train"].begin(); it != j["train"].end(); ++it)
+  const json* layers = field(j, "layers");
+  if (!layers) throw ctx.error("missing \"layers\"");
+  if (!layers->is_array())
+    throw ctx.error(fmt::format("\"layers\" must be a list of layers, got {}", show(*layers)));
+  s.layers_json = layers->dump();
+  if (const json* train = field(j, "train")) {
+    if (!train->is_object())
+      throw ctx.error(fmt::format("\"train\" must be an object of settings, got {}", show(*train)));
+    for (auto it = train->begin(); it != train->end(); ++it)
       s.train_defaults[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+  }
   return s;
 }
 
@@ -260,16 +454,24 @@ std::vector<std::string> zoo_models() {
 }
 
 ModulePtr build_model(const ModelSpec& spec) {
-  Shape shape{1};
-  shape.insert(shape.end(), spec.input_shape.begin(), spec.input_shape.end());
+  Shape input{1};
+  input.insert(input.end(), spec.input_shape.begin(), spec.input_shape.end());
   Ctx ctx{spec.path, "layers"};
-  ModulePtr m = build_layers(json::parse(spec.layers_json), shape, "", ctx);
-  int64_t expected = spec.classes;
-  if (shape.back() != expected)
-    throw ctx.error(
-        fmt::format("the network produces {} per sample but the model declares {} "
-                    "classes",
-                    shape_str(Shape(shape.begin() + 1, shape.end())), expected));
+  json layers = parse_json(spec.layers_json, spec.path);
+  auto check_classes = [&](const Shape& shape) {
+    if (shape.back() != spec.classes)
+      throw ctx.error(
+          fmt::format("the network produces {} per sample but the model declares {} "
+                      "classes",
+                      shape_str(Shape(shape.begin() + 1, shape.end())), spec.classes));
+  };
+  // First the sizes against the limits, allocating no weights; then the network.
+  Shape shape = input;
+  Builder(true).layers(layers, shape, "", ctx, "layers");
+  check_classes(shape);
+  shape = input;
+  ModulePtr m = Builder(false).layers(layers, shape, "", ctx, "layers");
+  check_classes(shape);
   return m;
 }
 

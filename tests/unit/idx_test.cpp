@@ -1,6 +1,7 @@
 // The IDX reader against good and broken files: every failure is a freight::Error naming the
 // file, never a crash.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -117,6 +118,51 @@ TEST_F(IdxFiles, TrailingBytesMeanWrongCounts) {
 TEST_F(IdxFiles, OversizedHeader) {
   std::string p = write("huge", header(0x08, {0xFFFFFFFF, 0xFFFF, 0xFFFF}));
   expect_error([&] { read_idx(p); }, p, "GiB");
+}
+
+// The process's peak resident memory so far, in MiB (Linux reports ru_maxrss in KiB).
+int64_t peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) / 1024;
+}
+
+// A 16-byte file whose header claims 16384 x 512 x 512 bytes (4 GiB, within the absolute cap):
+// the reader must compare the claim with what the file can hold before it allocates, so the
+// process's peak memory does not move. Plain files have an exact size; a gzip stream can expand
+// at most about 1032:1 (deflate's limit), so a 40-byte .gz cannot hold 4 GiB either.
+TEST_F(IdxFiles, HugeHeaderOnAShortFileFailsBeforeAllocating) {
+  std::vector<uint8_t> h = header(0x08, {16384, 512, 512});
+  for (bool gz : {false, true}) {
+    SCOPED_TRACE(gz ? "gzip" : "plain");
+    std::string p = write(gz ? "huge.gz" : "huge", h, gz);
+    int64_t before = peak_rss_mib();
+    expect_error([&] { read_idx(p); }, p, "[16384, 512, 512]");
+    expect_error([&] { read_idx(p); }, p, "4294967296 bytes");
+    EXPECT_LT(peak_rss_mib() - before, 64) << "read_idx allocated what the header claimed";
+  }
+  // Some data present but far too little: the message says what the file holds.
+  std::vector<uint8_t> some = h;
+  some.resize(h.size() + 1000, 7);
+  std::string p = write("some", some);
+  expect_error([&] { read_idx(p); }, p, "1000 bytes");
+}
+
+// Behind gzip the claim is checked as the stream arrives: a .gz of incompressible data (so the
+// expansion bound alone cannot reject it) that holds 1 MiB of the 256 MiB its header claims must
+// fail on the short stream, with memory in proportion to what was decompressed.
+TEST_F(IdxFiles, GzipShorterThanItsHeaderGrowsWithTheStream) {
+  std::vector<uint8_t> b = header(0x08, {1024, 512, 512});
+  uint32_t x = 12345;
+  for (int i = 0; i < (1 << 20); ++i) {
+    x = x * 1664525u + 1013904223u;  // a linear congruential generator: bytes gzip cannot shrink
+    b.push_back(uint8_t(x >> 24));
+  }
+  std::string p = write("partial.gz", b, true);
+  int64_t before = peak_rss_mib();
+  expect_error([&] { read_idx(p); }, p, "truncated");
+  expect_error([&] { read_idx(p); }, p, "1048576");
+  EXPECT_LT(peak_rss_mib() - before, 64) << "read_idx allocated what the header claimed";
 }
 
 TEST_F(IdxFiles, CountMismatchAndLabelRange) {

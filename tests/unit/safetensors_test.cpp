@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -108,6 +109,56 @@ TEST_F(Safetensors, BrokenFilesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << "names the file";
     EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << "names the tensor";
   }
+}
+
+// Shapes whose element or byte counts do not fit in 64 bits used to wrap (UB in shape_numel)
+// to 0, so an entry spanning 0 bytes was accepted as a [2^32, 2^32] tensor with no storage.
+TEST_F(Safetensors, SizesThatOverflowAreErrorsNamingTheFileAndTensor) {
+  struct Case {
+    const char* name;
+    const char* header;
+  };
+  const Case cases[] = {
+      {"numel", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})"},
+      {"bytes", R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})"},
+      {"i64", R"({"w":{"dtype":"I64","shape":[2,1152921504606846976],"data_offsets":[0,0]}})"},
+      {"huge_end", R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,18446744073709551615]}})"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string p = raw(c.name, c.header, 8);
+    std::string m = test::error_of([&] { load_safetensors(p); });
+    EXPECT_TRUE(test::has(m, p)) << "names the file: " << m;
+    EXPECT_TRUE(test::has(m, "'w'")) << "names the tensor: " << m;
+  }
+  // Negative sizes and sizes beyond int64 (which nlohmann would read back as negative).
+  for (const char* shape : {"[-1]", "[18446744073709551615]", "[2.5]"}) {
+    SCOPED_TRACE(shape);
+    std::string p =
+        raw("neg",
+            fmt::format(R"({{"w":{{"dtype":"U8","shape":{},"data_offsets":[0,0]}}}})", shape), 0);
+    expect_error([&] { load_safetensors(p); }, "'w'");
+  }
+}
+
+// A header is JSON: one nested 200,000 levels deep (here in the metadata, which the loader
+// serialises back to text) must be refused up front rather than overflow the stack.
+TEST_F(Safetensors, DeeplyNestedHeaderIsAnError) {
+  const int depth = 200000;
+  std::string header =
+      R"({"__metadata__":{"a":)" + std::string(depth, '[') + std::string(depth, ']') + "}}";
+  std::string p = raw("deep", header, 0);
+  std::string m = test::error_of([&] { load_safetensors(p); });
+  EXPECT_TRUE(test::has(m, p)) << m;
+  EXPECT_TRUE(test::has(m, "nest")) << m;
+}
+
+TEST_F(Safetensors, DirectoryIsAClearError) {
+  std::string d = path("ckpt.safetensors");
+  fs::create_directories(d);
+  std::string m = test::error_of([&] { load_safetensors(d); });
+  EXPECT_TRUE(test::has(m, d)) << m;
+  EXPECT_TRUE(test::has(m, "directory")) << m;
 }
 
 TEST_F(Safetensors, SaveKilledHalfWayLeavesThePreviousCheckpointLoadable) {
