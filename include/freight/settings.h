@@ -76,6 +76,13 @@ std::string train_default_choice(const nn::ModelSpec& spec, const std::string& k
                                  const std::string& fallback,
                                  std::span<const std::string_view> choices);
 
+// make_optimizer() reads momentum 0 for nesterov as "0.9" and weight decay 0 for adamw as "0.01"
+// (their defaults). So that an explicit 0 is not silently replaced, it is refused, saying what to
+// do instead. `momentum` and `weight_decay` are the values set by flag or TrainOptions (unset: the
+// model file's value, if it has one, is checked instead).
+void check_optimizer_settings(const nn::ModelSpec& spec, const std::string& optimizer,
+                              std::optional<double> momentum, std::optional<double> weight_decay);
+
 // The whole of `text` as a decimal number ("" / trailing characters / overflow: nullopt).
 std::optional<int64_t> parse_int(std::string_view text);
 std::optional<uint64_t> parse_uint(std::string_view text);

@@ -29,6 +29,7 @@ inline ModelSettings model_settings(const nn::ModelSpec& spec, std::optional<int
   s.lr = train_default_real(spec, "lr", 0.01, L::lr);
   s.momentum = train_default_real(spec, "momentum", 0.0, L::momentum);
   s.weight_decay = train_default_real(spec, "weight_decay", 0.0, L::weight_decay);
+  check_optimizer_settings(spec, s.optimizer, std::nullopt, std::nullopt);
   return s;
 }
 

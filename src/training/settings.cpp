@@ -109,4 +109,31 @@ std::string train_default_choice(const nn::ModelSpec& spec, const std::string& k
   return check_setting(origin(spec, key), it->second, choices);
 }
 
+void check_optimizer_settings(const nn::ModelSpec& spec, const std::string& optimizer,
+                              std::optional<double> momentum, std::optional<double> weight_decay) {
+  // The value in force and where it came from: the flag, else the model file, else none.
+  auto explicit_value = [&](std::optional<double> given, const char* flag,
+                            const char* key) -> std::optional<std::pair<std::string, double>> {
+    if (given) return std::pair{fmt::format("{} {}", flag, *given), *given};
+    auto it = spec.train_defaults.find(key);
+    if (it == spec.train_defaults.end()) return std::nullopt;
+    std::optional<double> v = parse_real(it->second);
+    if (!v) return std::nullopt;  // reported by train_default_real
+    return std::pair{fmt::format("{} = {}", origin(spec, key), it->second), *v};
+  };
+  if (optimizer == "nesterov")
+    if (auto m = explicit_value(momentum, "--momentum", "momentum"); m && m->second == 0)
+      throw Error(
+          fmt::format("{}: Nesterov momentum needs a momentum > 0 (without one it is "
+                      "0.9); for plain SGD use --optimizer sgd",
+                      m->first));
+  if (optimizer == "adamw")
+    if (auto w = explicit_value(weight_decay, "--weight-decay", "weight_decay");
+        w && w->second == 0)
+      throw Error(
+          fmt::format("{}: AdamW without weight decay is Adam; use --optimizer adam "
+                      "(without a weight decay, adamw's is 0.01)",
+                      w->first));
+}
+
 }  // namespace freight

@@ -70,6 +70,7 @@ Resolved resolve(const TrainOptions& o, const nn::ModelSpec& spec) {
   r.weight_decay = o.weight_decay
                        ? check_setting("--weight-decay", *o.weight_decay, L::weight_decay)
                        : train_default_real(spec, "weight_decay", 0.0, L::weight_decay);
+  check_optimizer_settings(spec, r.optimizer, o.momentum, o.weight_decay);
   r.step_size = train_default_int(spec, "step_size", 1, L::step_size);
   r.gamma = train_default_real(spec, "gamma", 0.1, L::gamma);
   // Options without a model default: checked here so that a bad one fails before the first

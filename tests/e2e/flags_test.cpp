@@ -157,6 +157,23 @@ TEST(GoodFlags, SmallestValidValuesTrain) {
   EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
 }
 
+// nesterov reads momentum 0, and adamw weight decay 0, as "use my default" (0.9, 0.01): an
+// explicit 0 would be silently replaced, so it is refused with what to do instead.
+TEST(ExplicitZero, IsNotReplacedByTheOptimizersDefault) {
+  struct Case {
+    std::string args, named, advice;
+  } cases[] = {{"--optimizer adamw --weight-decay 0", "--weight-decay 0", "--optimizer adam"},
+               {"--optimizer nesterov --momentum 0", "--momentum 0", "--optimizer sgd"}};
+  for (const Case& c : cases) {
+    freight::test::ShellRun r = freight::test::shell(std::string(FREIGHT_CLI_PATH) + " " + kTrain +
+                                                     " --epochs 1 --limit-train 8 " + c.args);
+    EXPECT_EQ(r.status, 1) << c.args << ":\n" << r.output;
+    EXPECT_NE(r.output.find("freight: error: " + c.named), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.advice), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("\nepoch "), std::string::npos) << r.output;
+  }
+}
+
 class ModelFileDefaults : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -193,6 +210,8 @@ TEST_F(ModelFileDefaults, BadValuesNameTheFileAndKey) {
                {R"("step_size": 0)", "step_size", "0"},
                {R"("gamma": "x")", "gamma", "x"},
                {R"("optimizer": "rmsprop")", "optimizer", "rmsprop"},
+               {R"("optimizer": "adamw", "weight_decay": 0)", "weight_decay", "0"},
+               {R"("optimizer": "nesterov", "momentum": 0.0)", "momentum", "0.0"},
                {R"("schedule": "linear")", "schedule", "linear"}};
   for (const Case& c : cases) {
     std::string file = model(c.train);
