@@ -648,6 +648,7 @@ void add_bench(CLI::App& app) {
          "--seconds", [o](const double& v) { o->seconds = v; },
          "Timed steps per row, about (default 1, quick 0.25)")
       ->check(in_range(RealRange{0, limits::kInf, true}));
+  // Rounds give the median its spread; a million is a generous cap against a typo.
   cmd->add_option("--min-rounds", o->min_rounds, "Rounds per row at least")
       ->capture_default_str()
       ->check(in_range(IntRange{1, 1'000'000}));

@@ -368,6 +368,8 @@ void add_explain(CLI::App& app) {
   cmd->add_option("--steps", o->e.min_steps, "Profiled steps (at least; more until 1 s)")
       ->capture_default_str()
       ->check(in_range(IntRange{1, ExplainOptions{}.max_steps}));
+  // Warm-up only fills caches and the allocator: a few steps do; 10,000 is a generous cap that
+  // still keeps a typo (an extra zero or three) from running for hours.
   cmd->add_option("--warmup", o->e.warmup, "Unprofiled warm-up steps")
       ->capture_default_str()
       ->check(in_range(IntRange{0, 10'000}));
