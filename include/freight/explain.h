@@ -14,6 +14,7 @@
 // times plus launch costs (the profiled step is slower than an unprofiled one; both are given).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,11 +67,11 @@ LayerCost optimizer_cost(const std::string& optimizer, double momentum, int64_t 
 struct ExplainOptions {
   std::string model = "mlp";  // zoo name or model file
   std::string device = "cpu";
-  int64_t batch_size = -1;   // < 0: the model's default
-  int threads = 0;           // CPU threads (0: all)
-  int warmup = 3;            // unprofiled steps first (allocator and caches warm)
-  int min_steps = 5;         // profiled steps: at least this many...
-  double min_seconds = 1.0;  // ...and at least this long in total
+  std::optional<int64_t> batch_size;  // unset: the model's default
+  int threads = 0;                    // CPU threads (0: all)
+  int warmup = 3;                     // unprofiled steps first (allocator and caches warm)
+  int min_steps = 5;                  // profiled steps: at least this many...
+  double min_seconds = 1.0;           // ...and at least this long in total
   int max_steps = 50;
   uint64_t seed = 1;
 };

@@ -11,6 +11,7 @@
 // own per-step work (loss read-back, accuracy count).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,8 @@ struct PlanOptions {
   std::string model = "mlp";  // zoo name or model file
   int64_t samples = 60000;    // training samples per epoch
   int64_t epochs = 1;
-  int64_t batch_size = -1;  // < 0: the model's default
-  std::string optimizer;    // "": the model's default
+  std::optional<int64_t> batch_size;  // unset: the model's default
+  std::string optimizer;              // "": the model's default
   // Add a reference GPU with datasheet figures (not measured) when no GPU is present, so the
   // plan can say what a GPU would change.
   bool reference_gpu = true;

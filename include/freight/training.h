@@ -20,16 +20,19 @@
 namespace freight {
 
 struct TrainOptions {
+  // Settings a model file has defaults for are optional: unset takes the model's default, and a
+  // value that is set is used or refused (out of range: freight::Error), never replaced by the
+  // default. The ranges are in freight/settings.h.
   std::string model = "fashion-cnn";  // zoo name or path to a model file
   std::string data;                   // dataset name or IDX directory; "" = the model's default
-  int64_t batch_size = -1;            // < 0 = the model's default
+  std::optional<int64_t> batch_size;
   int64_t test_batch_size = 1000;
-  int64_t epochs = -1;       // < 0 = the model's default
-  double lr = -1;            // < 0 = the model's default
-  std::string optimizer;     // sgd | adam | adamw; "" = the model's default
-  double momentum = -1;      // < 0 = the model's default
-  double weight_decay = -1;  // < 0 = the model's default
-  std::string schedule;      // none | step | cosine | onecycle; "" = the default
+  std::optional<int64_t> epochs;
+  std::optional<double> lr;
+  std::string optimizer;  // sgd | nesterov | adam | adamw; "" = the model's default
+  std::optional<double> momentum;
+  std::optional<double> weight_decay;
+  std::string schedule;  // none | step | cosine | onecycle; "" = the model's default
   uint64_t seed = 1;
   std::string device = "auto";  // cpu | cuda | cuda:N | auto
   int threads = 0;              // 0 = all cores

@@ -16,6 +16,7 @@
 #include "freight/profiler.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
+#include "freight/settings.h"
 #include "freight/training.h"
 #include "profile/model_settings.h"
 
@@ -143,11 +144,12 @@ std::string bound_by(const ExplainRow& row, const DevicePeaks& peaks) {
 ExplainResult explain(const ExplainOptions& o) {
   FREIGHT_CHECK(o.warmup >= 0, fmt::format("--warmup must be >= 0 (got {})", o.warmup));
   FREIGHT_CHECK(o.min_steps >= 1, fmt::format("--steps must be >= 1 (got {})", o.min_steps));
+  check_setting("--threads", int64_t(o.threads), limits::threads);
   if (o.threads > 0) set_num_threads(o.threads);
   ExplainResult res;
   res.device = resolve_device(o.device);
   nn::ModelSpec spec = nn::load_model_spec(o.model);
-  profile::ModelSettings settings = profile::model_settings(spec, o.batch_size, "", -1);
+  profile::ModelSettings settings = profile::model_settings(spec, o.batch_size, "");
   res.model = spec.name;
   res.batch_size = settings.batch_size;
   res.optimizer = settings.optimizer;

@@ -1,13 +1,12 @@
 // A model file's default training settings, overridden by command-line values (as freight train
 // resolves them), for the commands that build a training step without training: explain, plan.
 #pragma once
-#include <fmt/format.h>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 
-#include "freight/error.h"
 #include "freight/nn/model_file.h"
+#include "freight/settings.h"
 
 namespace freight::profile {
 
@@ -17,31 +16,20 @@ struct ModelSettings {
   double lr = 0.01, momentum = 0, weight_decay = 0;
 };
 
-inline double model_setting(const nn::ModelSpec& spec, const std::string& key, double fallback) {
-  auto it = spec.train_defaults.find(key);
-  if (it == spec.train_defaults.end()) return fallback;
-  try {
-    return std::stod(it->second);
-  } catch (...) {
-    throw Error(
-        fmt::format("model file '{}': train.{} = {} is not a number", spec.path, key, it->second));
-  }
-}
-
-// batch_size < 0 and optimizer "" take the model's defaults.
-inline ModelSettings model_settings(const nn::ModelSpec& spec, int64_t batch_size,
-                                    const std::string& optimizer, double lr) {
+// Unset batch_size and optimizer "" take the model's defaults; set ones are checked, never
+// replaced. The model's defaults are checked too (errors name the file and key).
+inline ModelSettings model_settings(const nn::ModelSpec& spec, std::optional<int64_t> batch_size,
+                                    const std::string& optimizer) {
+  namespace L = limits;
   ModelSettings s;
-  s.batch_size = batch_size >= 0 ? batch_size : int64_t(model_setting(spec, "batch_size", 64));
-  auto it = spec.train_defaults.find("optimizer");
-  s.optimizer = !optimizer.empty()                ? optimizer
-                : it != spec.train_defaults.end() ? it->second
-                                                  : std::string("sgd");
-  s.lr = lr > 0 ? lr : model_setting(spec, "lr", 0.01);
-  s.momentum = model_setting(spec, "momentum", 0.0);
-  s.weight_decay = model_setting(spec, "weight_decay", 0.0);
-  FREIGHT_CHECK(s.batch_size > 0,
-                fmt::format("--batch-size must be positive (got {})", s.batch_size));
+  s.batch_size = batch_size ? check_setting("--batch-size", *batch_size, L::batch_size)
+                            : train_default_int(spec, "batch_size", 64, L::batch_size);
+  s.optimizer = optimizer.empty() ? train_default_choice(spec, "optimizer", "sgd", L::optimizers)
+                                  : check_setting("--optimizer", optimizer, L::optimizers);
+  s.lr = train_default_real(spec, "lr", 0.01, L::lr);
+  s.momentum = train_default_real(spec, "momentum", 0.0, L::momentum);
+  s.weight_decay = train_default_real(spec, "weight_decay", 0.0, L::weight_decay);
+  check_optimizer_settings(spec, s.optimizer, std::nullopt, std::nullopt);
   return s;
 }
 

@@ -198,7 +198,7 @@ PlanResult plan(const PlanOptions& o) {
   FREIGHT_CHECK(o.samples > 0, fmt::format("--samples must be positive (got {})", o.samples));
   FREIGHT_CHECK(o.epochs > 0, fmt::format("--epochs must be positive (got {})", o.epochs));
   nn::ModelSpec spec = nn::load_model_spec(o.model);
-  profile::ModelSettings s = profile::model_settings(spec, o.batch_size, o.optimizer, -1);
+  profile::ModelSettings s = profile::model_settings(spec, o.batch_size, o.optimizer);
   manual_seed(0);
   nn::ModulePtr model = nn::build_model(spec);
 

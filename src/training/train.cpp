@@ -18,6 +18,7 @@
 #include "freight/ops.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
+#include "freight/settings.h"
 #include "freight/training.h"
 #include "training/gpu_trainer.h"
 
@@ -37,16 +38,6 @@ std::string setting(const nn::ModelSpec& spec, const std::string& key,
   auto it = spec.train_defaults.find(key);
   return it == spec.train_defaults.end() ? fallback : it->second;
 }
-double setting_num(const nn::ModelSpec& spec, const std::string& key, double fallback) {
-  auto it = spec.train_defaults.find(key);
-  if (it == spec.train_defaults.end()) return fallback;
-  try {
-    return std::stod(it->second);
-  } catch (...) {
-    throw Error(
-        fmt::format("model file '{}': train.{} = {} is not a number", spec.path, key, it->second));
-  }
-}
 
 // Every option resolved against the model file's defaults.
 struct Resolved {
@@ -57,23 +48,38 @@ struct Resolved {
   double gamma;
 };
 
+// A set option must be in range (it is never swapped for the default); an unset one takes the
+// model file's default, which must be in range too (the error then names the file). The command
+// line checks its flags when it parses; this catches the C++ API and model files, before any
+// data is loaded.
 Resolved resolve(const TrainOptions& o, const nn::ModelSpec& spec) {
+  namespace L = limits;
   Resolved r;
   r.data = o.data.empty() ? setting(spec, "dataset", "fashion-mnist") : o.data;
-  r.optimizer = o.optimizer.empty() ? setting(spec, "optimizer", "sgd") : o.optimizer;
-  r.schedule = o.schedule.empty() ? setting(spec, "schedule", "none") : o.schedule;
-  r.batch_size = o.batch_size >= 0 ? o.batch_size : int64_t(setting_num(spec, "batch_size", 64));
-  r.epochs = o.epochs >= 0 ? o.epochs : int64_t(setting_num(spec, "epochs", 10));
-  r.lr = o.lr >= 0 ? o.lr : setting_num(spec, "lr", 0.01);
-  r.momentum = o.momentum >= 0 ? o.momentum : setting_num(spec, "momentum", 0.0);
-  r.weight_decay = o.weight_decay >= 0 ? o.weight_decay : setting_num(spec, "weight_decay", 0.0);
-  r.step_size = int64_t(setting_num(spec, "step_size", 1));
-  r.gamma = setting_num(spec, "gamma", 0.1);
-  FREIGHT_CHECK(r.batch_size > 0,
-                fmt::format("--batch-size must be positive (got {})", r.batch_size));
-  FREIGHT_CHECK(r.epochs > 0, fmt::format("--epochs must be positive (got {})", r.epochs));
-  FREIGHT_CHECK(r.lr > 0 && std::isfinite(r.lr),
-                fmt::format("--lr must be positive (got {})", r.lr));
+  r.optimizer = o.optimizer.empty() ? train_default_choice(spec, "optimizer", "sgd", L::optimizers)
+                                    : check_setting("--optimizer", o.optimizer, L::optimizers);
+  r.schedule = o.schedule.empty() ? train_default_choice(spec, "schedule", "none", L::schedules)
+                                  : check_setting("--schedule", o.schedule, L::schedules);
+  r.batch_size = o.batch_size ? check_setting("--batch-size", *o.batch_size, L::batch_size)
+                              : train_default_int(spec, "batch_size", 64, L::batch_size);
+  r.epochs = o.epochs ? check_setting("--epochs", *o.epochs, L::epochs)
+                      : train_default_int(spec, "epochs", 10, L::epochs);
+  r.lr = o.lr ? check_setting("--lr", *o.lr, L::lr) : train_default_real(spec, "lr", 0.01, L::lr);
+  r.momentum = o.momentum ? check_setting("--momentum", *o.momentum, L::momentum)
+                          : train_default_real(spec, "momentum", 0.0, L::momentum);
+  r.weight_decay = o.weight_decay
+                       ? check_setting("--weight-decay", *o.weight_decay, L::weight_decay)
+                       : train_default_real(spec, "weight_decay", 0.0, L::weight_decay);
+  check_optimizer_settings(spec, r.optimizer, o.momentum, o.weight_decay);
+  r.step_size = train_default_int(spec, "step_size", 1, L::step_size);
+  r.gamma = train_default_real(spec, "gamma", 0.1, L::gamma);
+  // Options without a model default: checked here so that a bad one fails before the first
+  // epoch, not when it is first used (the test batch size only at the first evaluation).
+  check_setting("--test-batch-size", o.test_batch_size, L::batch_size);
+  check_setting("--threads", int64_t(o.threads), L::threads);
+  check_setting("--log-interval", o.log_interval, L::count_or_zero);
+  check_setting("--limit-train", o.limit_train, L::count_or_zero);
+  check_setting("--limit-test", o.limit_test, L::count_or_zero);
   return r;
 }
 

@@ -39,6 +39,7 @@
 #include "bench/subprocess.h"
 #include "bench/timing.h"
 #include "commands.h"
+#include "flags.h"
 #include "freight/device.h"
 #include "freight/error.h"
 #include "freight/nn/model_file.h"
@@ -77,7 +78,8 @@ struct Options {
   std::string out = "freight-bench", name = "bench", vs;
   std::string python = "/usr/bin/python3", pytorch_script;
   bool quick = false, keep_coretype = false, no_plots = false, remeasure_peaks = false;
-  double seconds = -1, warmup_seconds = -1, latency_seconds = -1, max_step_seconds = 2.5;
+  std::optional<double> seconds;  // unset: 1, or 0.25 with --quick
+  double max_step_seconds = 2.5;
   int min_rounds = 3;
 };
 
@@ -389,7 +391,7 @@ Plan make_plan(const Options& o, std::vector<std::string>& notes) {
     }
   }
   if (!want_cpu) p.threads.clear();
-  p.timing.seconds = o.seconds > 0 ? o.seconds : o.quick ? 0.25 : 1.0;
+  p.timing.seconds = o.seconds ? *o.seconds : o.quick ? 0.25 : 1.0;
   p.timing.warmup_seconds = o.quick ? 0.1 : 0.25;
   p.timing.latency_seconds = o.quick ? 0.1 : 0.3;
   p.timing.min_rounds = o.min_rounds;
@@ -627,11 +629,13 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--models", o->models,
                   fmt::format("Comma-separated models (default: {})", kDefaultModels));
   cmd->add_option("--batch-sizes", o->batch_sizes,
-                  "Comma-separated batch sizes (default: 1,64,256)");
+                  "Comma-separated batch sizes (default: 1,64,256)")
+      ->check(list_in_range(limits::batch_size));
   cmd->add_option("--devices", o->devices,
                   "cpu and/or cuda (every GPU) or cuda:N; GPUs that are absent are skipped")
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU thread counts, numbers or 'all' (default: 1,all)");
+  cmd->add_option("--threads", o->threads, "CPU thread counts, numbers or 'all' (default: 1,all)")
+      ->check(list_in_range(limits::threads_given, "all"));
   cmd->add_option("--precision", o->precision, "fp32")->capture_default_str();
   cmd->add_option("--out", o->out, "Directory for the report, JSON and plots")
       ->capture_default_str();
@@ -641,11 +645,18 @@ void add_bench(CLI::App& app) {
   cmd->add_flag(
       "--quick", o->quick,
       fmt::format("A reduced run: {} at batch 64, all threads, shorter timing", kQuickModels));
-  cmd->add_option("--seconds", o->seconds, "Timed steps per row, about (default 1, quick 0.25)");
-  cmd->add_option("--min-rounds", o->min_rounds, "Rounds per row at least")->capture_default_str();
+  cmd->add_option_function<double>(
+         "--seconds", [o](const double& v) { o->seconds = v; },
+         "Timed steps per row, about (default 1, quick 0.25)")
+      ->check(in_range(RealRange{0, limits::kInf, true}));
+  // Rounds give the median its spread; a million is a generous cap against a typo.
+  cmd->add_option("--min-rounds", o->min_rounds, "Rounds per row at least")
+      ->capture_default_str()
+      ->check(in_range(IntRange{1, 1'000'000}));
   cmd->add_option("--max-step-seconds", o->max_step_seconds,
                   "Skip rows whose first step takes longer (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(RealRange{0, limits::kInf}));
   cmd->add_option("--python", o->python, "Python with torch for --vs pytorch")
       ->capture_default_str();
   cmd->add_option("--pytorch-script", o->pytorch_script,

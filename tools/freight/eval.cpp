@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "flags.h"
 #include "freight/training.h"
 
 namespace freight::cli {
@@ -16,10 +17,16 @@ void add_eval(CLI::App& app) {
   cmd->add_option("checkpoint,--checkpoint", o->checkpoint, "Checkpoint (.safetensors)")
       ->required();
   cmd->add_option("--data", o->data, "Dataset (default: the one the model trained on)");
-  cmd->add_option("--split", o->split, "test | train")->capture_default_str();
+  cmd->add_option("--split", o->split, "Dataset split")
+      ->capture_default_str()
+      ->check(one_of(limits::splits));
   cmd->add_option("--device,-d", o->device, "cpu | cuda | cuda:N | auto")->capture_default_str();
-  cmd->add_option("--batch-size,-b", o->batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--limit", o->limit, "Evaluate the first N samples only");
+  cmd->add_option("--batch-size,-b", o->batch_size, "Batch size")
+      ->capture_default_str()
+      ->check(in_range(limits::batch_size));
+  // 0 (all samples) is the default when the flag is not given, not a value to type.
+  cmd->add_option("--limit", o->limit, "Evaluate the first N samples only")
+      ->check(in_range(limits::count));
   cmd->callback([o] {
     EvalResult r =
         evaluate_checkpoint(o->checkpoint, o->data, o->split, o->device, o->batch_size, o->limit);

@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "bench/gnuplot.h"
 #include "bench/subprocess.h"
 #include "commands.h"
+#include "flags.h"
 #include "freight/error.h"
 #include "freight/explain.h"
 #include "freight/runtime.h"
@@ -351,20 +353,32 @@ void add_explain(CLI::App& app) {
       "intensity and the roofline bound from the measured peaks");
   cmd->add_option("--model,-m", o->e.model, "Zoo model name or model file")->capture_default_str();
   cmd->add_option("--device,-d", o->e.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
-  cmd->add_option("--batch-size,-b", o->e.batch_size, "Batch size (default: the model's)");
+  cmd->add_option_function<int64_t>(
+         "--batch-size,-b", [o](const int64_t& v) { o->e.batch_size = v; },
+         "Batch size (default: the model's)")
+      ->check(in_range(limits::batch_size));
   cmd->add_option("--device2", o->device2,
                   "A second device to run the same step on and compare side by side");
-  cmd->add_option("--threads", o->e.threads, "CPU threads for --device (0: all)");
-  cmd->add_option("--threads2", o->threads2, "CPU threads for --device2 (0: all)");
+  cmd->add_option("--threads", o->e.threads, "CPU threads for --device (0: all)")
+      ->check(in_range(limits::threads));
+  cmd->add_option("--threads2", o->threads2, "CPU threads for --device2 (0: all)")
+      ->check(in_range(limits::threads));
+  // explain() stops at max_steps whatever --steps says: more is refused rather than cut short.
   cmd->add_option("--steps", o->e.min_steps, "Profiled steps (at least; more until 1 s)")
-      ->capture_default_str();
-  cmd->add_option("--warmup", o->e.warmup, "Unprofiled warm-up steps")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(IntRange{1, ExplainOptions{}.max_steps}));
+  // Warm-up only fills caches and the allocator: a few steps do; 10,000 is a generous cap that
+  // still keeps a typo (an extra zero or three) from running for hours.
+  cmd->add_option("--warmup", o->e.warmup, "Unprofiled warm-up steps")
+      ->capture_default_str()
+      ->check(in_range(IntRange{0, 10'000}));
   cmd->add_option("--plot", o->plot,
                   "Path prefix of the roofline plot (PREFIX.png, .svg, .gp, .dat); default "
                   "explain-<model>-<device>");
   cmd->add_flag("--no-plot", o->no_plot, "Skip the roofline plot");
   cmd->add_option("--json", o->json, "Also write the breakdown as JSON to this file");
-  cmd->add_option("--top", o->top, "Show only the N most expensive layers (0: all)");
+  cmd->add_option("--top", o->top, "Show only the N most expensive layers (0: all)")
+      ->check(in_range(IntRange{0, std::numeric_limits<int>::max()}));
   cmd->callback([o] {
     // Both devices are checked before anything runs: a missing GPU is an error up front, not
     // after the first device's breakdown.

@@ -53,7 +53,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and friends are "errors" with exit code 0: CLI11 prints them. A real parse error
+    // (unknown flag, a value out of range) is reported like any other bad input: one line naming
+    // the flag and the value, and exit 1, before any work.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const std::vector<CLI::App*> used = app.get_subcommands();
+    fmt::print(stderr,
+               "freight: error: {}\nRun 'freight {}--help' for the flags and their values.\n",
+               e.what(), used.empty() ? std::string() : used.back()->get_name() + " ");
+    return 1;
   } catch (const freight::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "\nfreight: error: {}\n", e.what());

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flags.h"
 #include "freight/error.h"
 #include "freight/plan.h"
 
@@ -32,12 +33,19 @@ void add_plan(CLI::App& app) {
       "Predict time per epoch and memory on each device from the model's FLOPs and bytes and "
       "the measured peaks, and recommend the hardware");
   cmd->add_option("--model,-m", o->p.model, "Zoo model name or model file")->capture_default_str();
+  // 2^40 samples is beyond any dataset and keeps samples + batch size - 1 far from overflow.
   cmd->add_option("--samples,-n", o->p.samples, "Training samples per epoch")
-      ->capture_default_str();
-  cmd->add_option("--epochs,-e", o->p.epochs, "Epochs")->capture_default_str();
-  cmd->add_option("--batch-size,-b", o->p.batch_size, "Batch size (default: the model's)");
-  cmd->add_option("--optimizer", o->p.optimizer,
-                  "sgd, nesterov, adam, adamw (default: the model's)");
+      ->capture_default_str()
+      ->check(in_range(IntRange{1, int64_t(1) << 40}));
+  cmd->add_option("--epochs,-e", o->p.epochs, "Epochs")
+      ->capture_default_str()
+      ->check(in_range(limits::epochs));
+  cmd->add_option_function<int64_t>(
+         "--batch-size,-b", [o](const int64_t& v) { o->p.batch_size = v; },
+         "Batch size (default: the model's)")
+      ->check(in_range(limits::batch_size));
+  cmd->add_option("--optimizer", o->p.optimizer, "Optimizer (default: the model's)")
+      ->check(one_of(limits::optimizers));
   cmd->add_flag("!--no-reference", o->p.reference_gpu,
                 "Without a GPU, do not add the datasheet H100 for comparison");
   cmd->add_option("--json", o->json, "Also write the plan as JSON to this file");

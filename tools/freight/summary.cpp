@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "commands.h"
+#include "flags.h"
 #include "freight/nn/container.h"
 #include "freight/nn/model_file.h"
 #include "freight/nn/module.h"
@@ -55,6 +56,9 @@ void walk(const nn::ModulePtr& m, const std::string& name, const Shape& in, int 
 }
 }  // namespace
 
+// --depth 1 lists the top-level layers; nothing nests anywhere near 2^20 deep.
+constexpr IntRange kDepths{1, 1 << 20};
+
 void add_summary(CLI::App& app) {
   struct Opts {
     std::string model = "fashion-cnn";
@@ -66,8 +70,9 @@ void add_summary(CLI::App& app) {
       "summary", "Layers of a model: output shapes, parameters, FLOPs, activation memory");
   cmd->add_option("--model,-m", o->model, "Zoo model name or model file")->capture_default_str();
   cmd->add_option("--batch-size,-b", o->batch_size, "Batch size for shapes, FLOPs and memory")
-      ->capture_default_str();
-  cmd->add_option("--depth", o->depth, "Nesting depth of the layer list");
+      ->capture_default_str()
+      ->check(in_range(limits::batch_size));
+  cmd->add_option("--depth", o->depth, "Nesting depth of the layer list")->check(in_range(kDepths));
   cmd->callback([o] {
     nn::ModelSpec spec = nn::load_model_spec(o->model);
     manual_seed(0);

