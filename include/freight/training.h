@@ -79,8 +79,9 @@ struct TrainCallbacks {
   std::function<void(const BatchProgress&)> on_batch;
   std::function<void(const EpochReport&)> on_epoch;  // after each epoch's evaluation
   // When set and it becomes true (a signal handler of the command sets it: the library installs
-  // none), the run finishes the step under way, saves a checkpoint that resumes exactly from the
-  // next batch (when it has a save path) and returns with TrainResult::interrupted.
+  // none), the run finishes the step under way (or, between epochs, the evaluation and save
+  // under way), saves a checkpoint that resumes exactly from the next batch (when it has a save
+  // path) and returns with TrainResult::interrupted.
   const std::atomic<bool>* stop = nullptr;
 };
 

@@ -197,6 +197,7 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
                      {"optimizer", opt.name()},
                      {"lr", fmt::format("{:.17g}", opt.lr())},
                      {"schedule", r.schedule},
+                     {"base_lr", fmt::format("{:.17g}", run_lr)},
                      {"schedule_step", std::to_string(sched ? sched->last_step() : 0)},
                      {"seed", std::to_string(seed)},
                      {"rng_seed", std::to_string(g.seed())},
@@ -215,7 +216,8 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
 // The training state of a checkpoint, every field parsed with checks that name the file.
 struct ResumePoint {
   RunPoint at;
-  std::string optimizer, data;
+  std::string optimizer, schedule, data;
+  double base_lr = -1;  // the run's --lr (< 0: not recorded, an older checkpoint)
   int64_t batch_size = 0, schedule_step = 0, train_samples = -1;
   double lr = 0;
   uint64_t seed = 0, rng_seed = 0, rng_offset = 0;
@@ -227,6 +229,8 @@ ResumePoint read_resume_point(const io::Metadata& meta, const std::string& file)
   p.at.epochs_done = m.integer("epoch", 0);
   p.at.step = m.integer("step", 0);
   p.optimizer = m.text("optimizer");
+  p.schedule = m.text("schedule");
+  if (m.has("base_lr")) p.base_lr = m.real("base_lr");
   p.batch_size = m.integer("batch_size", 1);
   p.schedule_step = m.integer("schedule_step", 0);
   p.lr = m.real("lr");
@@ -542,6 +546,15 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                   fmt::format("--resume {}: saved with --batch-size {}, now {} (the epoch's "
                               "batches would differ)",
                               o.resume, rp.batch_size, r.batch_size));
+    FREIGHT_CHECK(rp.schedule == r.schedule,
+                  fmt::format("--resume {}: saved with --schedule {}, now {}", o.resume,
+                              rp.schedule, r.schedule));
+    // The learning rate (and its schedule's position) continue from the checkpoint.
+    if (o.lr >= 0 && o.lr != rp.base_lr)
+      note(fmt::format(
+          "--lr {:g} is ignored: a resumed run continues the checkpoint's learning "
+          "rate ({:g} now{})",
+          o.lr, rp.lr, rp.base_lr > 0 ? fmt::format(", from --lr {:g}", rp.base_lr) : ""));
     if (rp.at.batch > 0) {
       // The run stopped in the middle of an epoch: the rest of it must be the same batches, and
       // an epoch's order is a function of the seed and the epoch over the same samples.

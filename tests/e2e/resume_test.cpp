@@ -265,5 +265,34 @@ TEST_F(Resume, AStopWithoutASavePathSavesNothing) {
   EXPECT_TRUE(r.epochs.empty());
 }
 
+// What a resumed run takes from the checkpoint rather than the options, it says (the learning
+// rate) or refuses to mix (another schedule).
+TEST_F(Resume, ALearningRateOrScheduleOtherThanTheCheckpointsIsNamed) {
+  std::string p = (dir_ / "c.safetensors").string();
+  train(options(1, p));
+  TrainOptions more = options(2, p);
+  more.resume = p;
+  more.lr = 0.5;
+  std::vector<std::string> notes;
+  TrainCallbacks cb;
+  cb.note = [&](const std::string& s) { notes.push_back(s); };
+  fs::copy_file(p, dir_ / "keep");
+  fs::copy_file(p + ".train", dir_ / "keep.train");
+  train(more, cb);
+  bool said = false;
+  for (const std::string& n : notes)
+    said = said || n.find("--lr 0.5 is ignored") != std::string::npos;
+  EXPECT_TRUE(said) << "no note about --lr";
+  fs::copy_file(dir_ / "keep", p, fs::copy_options::overwrite_existing);
+  fs::copy_file(dir_ / "keep.train", p + ".train", fs::copy_options::overwrite_existing);
+  more.lr = 0.01;  // the run's own --lr: nothing to say
+  notes.clear();
+  train(more, cb);
+  for (const std::string& n : notes) EXPECT_EQ(n.find("is ignored"), std::string::npos) << n;
+  more.schedule = "cosine";
+  std::string m = test::error_of([&] { train(more); });
+  EXPECT_NE(m.find("saved with --schedule step, now cosine"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace freight
