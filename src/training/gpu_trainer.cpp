@@ -9,6 +9,7 @@
 #include "freight/error.h"
 #include "freight/runtime.h"
 #include "ops/kernels/metrics.h"
+#include "training/diverged.h"
 
 namespace freight::detail {
 
@@ -123,28 +124,39 @@ void GpuTrainer::guarded(const std::function<void()>& fn, int64_t batch_rows) {
   }
 }
 
-GpuEpochResult GpuTrainer::run_epoch(int64_t epoch, int64_t epochs, optim::LRScheduler* sched,
-                                     int64_t& step,
-                                     const std::function<void(const BatchProgress&)>& on_batch) {
+GpuEpochResult GpuTrainer::run_epoch(int64_t epoch, int64_t epochs, const EpochStart& start,
+                                     optim::LRScheduler* sched, int64_t& step,
+                                     const std::function<void(const BatchProgress&)>& on_batch,
+                                     const std::atomic<bool>* stop) {
   if (loader_)
-    loader_->start_epoch(epoch);
+    loader_->start_epoch(epoch, start.first_batch);
   else
     device_data_->start_epoch(epoch);
-  sums_.zero_();
+  if (start.first_batch > 0)  // the sums of the batches run before the interruption
+    sums_.copy_(Tensor::from_vector(std::vector<double>{start.loss_sum, start.correct}, {2}));
+  else
+    sums_.zero_();
   GpuEpochResult r;
+  r.targets = start.targets;
+  r.samples = start.samples;
   const int64_t batches = num_batches();
   auto t0 = Clock::now();
   auto last_read = t0;
-  int64_t checked = 0;  // batches whose loss has been seen finite
+  int64_t checked = start.first_batch;  // batches whose loss has been seen finite
+  int64_t checked_step = step;
   auto check = [&](const std::vector<double>& v, int64_t batch_no) {
-    FREIGHT_CHECK(std::isfinite(v[0]),
-                  fmt::format("training diverged: the loss became {} in epoch {} between batches "
-                              "{} and {} (a GPU run reads its loss every few batches); try a "
-                              "smaller --lr than {}",
-                              v[0], epoch + 1, checked + 1, batch_no, opt_.lr()));
+    if (!std::isfinite(v[0]))
+      throw DivergedError(fmt::format(
+          "training diverged: the loss became {} in epoch {} between batches {} and {} of {} "
+          "(steps {} to {}; a GPU run reads its loss only every few batches, so as not to wait "
+          "for the device at each step) at learning rate {:g}: try a smaller --lr",
+          v[0], epoch + 1, checked + 1, batch_no, batches, checked_step + 1, step, opt_.lr()));
     checked = batch_no;
+    checked_step = step;
   };
-  for (int64_t b = 0; b < batches; ++b) {
+  int64_t b = start.first_batch;
+  for (; b < batches; ++b) {
+    if (b > start.first_batch && stop && stop->load(std::memory_order_relaxed)) break;
     Tensor x, y;
     int64_t rows = 0;
     if (loader_) {
@@ -193,15 +205,16 @@ GpuEpochResult GpuTrainer::run_epoch(int64_t epoch, int64_t epochs, optim::LRSch
       }
     }
   }
+  r.batches_done = b;
   flush_batch_norm();
   std::vector<double> v = read_sums();  // waits for the epoch's work
-  check(v, batches);
+  check(v, b);
   r.loss_sum = v[0];
   r.correct = v[1];
   if (on_batch)
-    on_batch(BatchProgress{
-        epoch + 1, epochs, batches, batches, r.targets ? v[0] / double(r.targets) : 0.0,
-        r.targets ? v[1] / double(r.targets) : 0.0, seconds_since(t0), r.samples});
+    on_batch(
+        BatchProgress{epoch + 1, epochs, b, batches, r.targets ? v[0] / double(r.targets) : 0.0,
+                      r.targets ? v[1] / double(r.targets) : 0.0, seconds_since(t0), r.samples});
   return r;
 }
 

@@ -2,9 +2,11 @@
 //
 // No host synchronisation per step: the loss and the correct predictions are accumulated on the
 // device (kernels::accumulate_metrics) and read once per log interval and at the end of the
-// epoch, which is also where a diverged loss is detected. Batches come from the Loader (host
-// batches uploaded on the copy stream one ahead) or, with --data-on-device, from a DeviceData
-// (gathered on the device).
+// epoch (or of a stopped epoch), which is also where a diverged loss is detected: a GPU run stops
+// at the first of those reads that sees a non-finite loss, not at the step that made it (train()
+// checks the weights themselves before any save, so none is written either way). Batches come from
+// the Loader (host batches uploaded on the copy stream one ahead) or, with --data-on-device, from a
+// DeviceData (gathered on the device).
 //
 // CUDA graphs (on by default). After `warmup` eager steps with full batches (they create the
 // optimizer's buffers and let every library finish its lazy set-up), the next full batch is
@@ -24,6 +26,7 @@
 // never used after it: a replay reruns GPU work only. The ragged last batch of an epoch runs
 // eagerly (its shapes differ), and so does everything when graphs are off.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,10 +44,19 @@
 
 namespace freight::detail {
 
-struct GpuEpochResult {
-  double loss_sum = 0, correct = 0;  // the device's sums
+// Where an epoch starts: at batch 0, or (resumed in the middle) at `first_batch` with the sums
+// of the batches before it.
+struct EpochStart {
+  int64_t first_batch = 0;
+  double loss_sum = 0, correct = 0;
   int64_t targets = 0, samples = 0;
-  int64_t graph_steps = 0;  // steps replayed from the graph (the captured one included)
+};
+
+struct GpuEpochResult {
+  double loss_sum = 0, correct = 0;  // the device's sums (those of `start` included)
+  int64_t targets = 0, samples = 0;
+  int64_t graph_steps = 0;   // steps replayed from the graph (the captured one included)
+  int64_t batches_done = 0;  // num_batches() unless stopped
 };
 
 class GpuTrainer {
@@ -65,9 +77,12 @@ class GpuTrainer {
   int64_t num_batches() const;
   bool graph_captured() const { return graph_ != nullptr; }
 
-  // One epoch (0-based `epoch`); `step` counts optimizer steps and the schedule steps after each.
-  GpuEpochResult run_epoch(int64_t epoch, int64_t epochs, optim::LRScheduler* sched, int64_t& step,
-                           const std::function<void(const BatchProgress&)>& on_batch);
+  // One epoch (0-based `epoch`) from `start`; `step` counts optimizer steps and the schedule
+  // steps after each. When `stop` becomes true the epoch ends after the step under way.
+  GpuEpochResult run_epoch(int64_t epoch, int64_t epochs, const EpochStart& start,
+                           optim::LRScheduler* sched, int64_t& step,
+                           const std::function<void(const BatchProgress&)>& on_batch,
+                           const std::atomic<bool>* stop = nullptr);
 
  private:
   void step_body(const Tensor& x, const Tensor& y);  // the work of one step (eager or captured)

@@ -2,7 +2,11 @@
 // backward, optimizer step (and schedule step), then evaluation on the test split. Checkpoints:
 //   <save>        the model's state_dict (safetensors, PyTorch names) + metadata
 //   <save>.train  optimizer state and the counters/RNG state needed to resume exactly
-// both written atomically; --resume checks that the two belong to the same step.
+// committed in an order that --resume can always recover from (training/checkpoint.h), and
+// never with a NaN or infinite value in them (training/finite.h): a diverged run keeps the last
+// good checkpoint. A stop request (TrainCallbacks::stop: Ctrl-C in the command) ends the run
+// after the step under way with a checkpoint that resumes from the next batch of the same epoch,
+// with the same sample order, RNG state and partial epoch sums.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -20,6 +24,9 @@
 #include "freight/runtime.h"
 #include "freight/settings.h"
 #include "freight/training.h"
+#include "training/checkpoint.h"
+#include "training/diverged.h"
+#include "training/finite.h"
 #include "training/gpu_trainer.h"
 
 namespace freight {
@@ -96,10 +103,6 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const Resolved& r, optim::Opti
       fmt::format("--schedule '{}' is not one of none, step, cosine, onecycle", r.schedule));
 }
 
-std::string train_state_path(const std::string& checkpoint) {
-  return checkpoint + ".train";
-}
-
 json spec_json(const nn::ModelSpec& spec) {
   json j;
   j["name"] = spec.name;
@@ -122,31 +125,169 @@ nn::ModelSpec spec_from_checkpoint(const io::Metadata& meta, const std::string& 
   return nn::parse_model_spec(it->second, path + " (model_spec)");
 }
 
+// A point of a run that a checkpoint captures: after `epochs_done` whole epochs and `batch`
+// batches of the next (0 at an epoch's end), with that epoch's partial sums.
+struct RunPoint {
+  int64_t epochs_done = 0, batch = 0, step = 0;
+  detail::EpochStart sums;  // (first_batch unused: `batch` says it)
+  double epoch_seconds = 0;
+  double test_accuracy = -1;  // < 0: not evaluated (a mid-epoch save)
+};
+
+// What the save path holds, for the advice when a run diverges.
+struct LastGood {
+  std::string path;
+  int64_t epoch = -1, batch = 0;  // epoch < 0: unknown
+  std::string origin;             // "" (this run) or " (resumed from)"
+};
+
+std::string where_text(int64_t epochs_done, int64_t batch) {
+  return batch > 0 ? fmt::format("epoch {}, batch {}", epochs_done + 1, batch)
+                   : fmt::format("epoch {}", epochs_done);
+}
+
+// The end of every divergence message: the good checkpoint is kept (nothing non-finite is
+// saved), and where it is.
+std::string kept_note(const TrainOptions& o, const LastGood& last) {
+  if (o.save.empty()) return "nothing was being saved (no checkpoint path)";
+  if (last.epoch >= 0)
+    return fmt::format("the last good checkpoint, {} from {}{}, is kept", last.path,
+                       where_text(last.epoch, last.batch), last.origin);
+  if (!fs::exists(o.save)) return fmt::format("no checkpoint was saved to {}", o.save);
+  try {  // a checkpoint of an earlier run, left alone
+    io::SafetensorsFile f = io::load_safetensors(o.save);
+    detail::FieldReader m(f.metadata, o.save);
+    return fmt::format("the last good checkpoint, {} from {} (an earlier run), is kept", o.save,
+                       where_text(m.integer("epoch"), m.has("batch") ? m.integer("batch") : 0));
+  } catch (const Error&) {
+    return fmt::format("{} was left as it was", o.save);
+  }
+}
+
+// Host copies of tensors (a no-op on the CPU), read once for the check and the save.
+io::NamedTensors on_host(const io::NamedTensors& tensors) {
+  io::NamedTensors h;
+  h.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) h.emplace_back(name, t.to(Device::cpu()));
+  return h;
+}
+
 void save_checkpoint(const std::string& path, nn::Module& model, const nn::ModelSpec& spec,
-                     optim::Optimizer& opt, optim::LRScheduler* sched, const EpochReport& rep,
-                     uint64_t seed, const Resolved& r) {
+                     optim::Optimizer& opt, optim::LRScheduler* sched, const RunPoint& at,
+                     uint64_t seed, const Resolved& r, int64_t train_samples, double run_lr) {
+  io::NamedTensors weights = on_host(model.state_dict()), state = on_host(opt.state());
+  // A step can leave non-finite weights (or optimizer buffers) while its loss, computed before
+  // the update, was finite: never let them replace the last good checkpoint.
+  std::vector<detail::NonFinite> bad = detail::non_finite_tensors(weights);
+  std::vector<detail::NonFinite> bad_state = detail::non_finite_tensors(state);
+  bad.insert(bad.end(), bad_state.begin(), bad_state.end());
+  if (!bad.empty())
+    throw detail::DivergedError(fmt::format(
+        "training diverged: after {} (step {}) the weights or optimizer state hold NaN or "
+        "infinite values: {}; the learning rate was {:g} (--lr {:g}): try a smaller --lr; this "
+        "state was not saved",
+        where_text(at.epochs_done, at.batch), at.step, detail::describe_non_finite(bad), opt.lr(),
+        run_lr));
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
-  std::string step = std::to_string(rep.step);
-  io::Metadata meta{{"format", "freight-checkpoint-1"},
-                    {"model", spec.name},
-                    {"model_spec", spec_json(spec).dump()},
-                    {"epoch", std::to_string(rep.epoch)},
-                    {"step", step},
-                    {"test_accuracy", fmt::format("{:.6f}", rep.test_accuracy)}};
-  io::save_safetensors(path, model.state_dict(), meta);
+  std::string step = std::to_string(at.step);
+  io::Metadata meta{
+      {"format", "freight-checkpoint-1"},     {"model", spec.name},
+      {"model_spec", spec_json(spec).dump()}, {"epoch", std::to_string(at.epochs_done)},
+      {"batch", std::to_string(at.batch)},    {"step", step}};
+  if (at.test_accuracy >= 0) meta["test_accuracy"] = fmt::format("{:.6f}", at.test_accuracy);
   Generator& g = default_generator();
   io::Metadata tmeta{{"format", "freight-train-state-1"},
-                     {"epoch", std::to_string(rep.epoch)},
+                     {"epoch", std::to_string(at.epochs_done)},
+                     {"batch", std::to_string(at.batch)},
                      {"step", step},
                      {"optimizer", opt.name()},
                      {"lr", fmt::format("{:.17g}", opt.lr())},
                      {"schedule", r.schedule},
+                     {"base_lr", fmt::format("{:.17g}", run_lr)},
                      {"schedule_step", std::to_string(sched ? sched->last_step() : 0)},
                      {"seed", std::to_string(seed)},
                      {"rng_seed", std::to_string(g.seed())},
                      {"rng_offset", std::to_string(g.offset())},
-                     {"batch_size", std::to_string(r.batch_size)}};
-  io::save_safetensors(train_state_path(path), opt.state(), tmeta);
+                     {"batch_size", std::to_string(r.batch_size)},
+                     {"data", r.data},
+                     {"train_samples", std::to_string(train_samples)},
+                     {"epoch_loss_sum", fmt::format("{:.17g}", at.sums.loss_sum)},
+                     {"epoch_correct", fmt::format("{:.17g}", at.sums.correct)},
+                     {"epoch_targets", std::to_string(at.sums.targets)},
+                     {"epoch_samples", std::to_string(at.sums.samples)},
+                     {"epoch_seconds", fmt::format("{:.17g}", at.epoch_seconds)}};
+  detail::commit_checkpoint(path, weights, std::move(meta), state, std::move(tmeta));
+}
+
+// The training state of a checkpoint, every field parsed with checks that name the file.
+struct ResumePoint {
+  RunPoint at;
+  std::string optimizer, schedule, data;
+  double base_lr = -1;  // the run's --lr (< 0: not recorded, an older checkpoint)
+  int64_t batch_size = 0, schedule_step = 0, train_samples = -1;
+  double lr = 0;
+  uint64_t seed = 0, rng_seed = 0, rng_offset = 0;
+};
+
+ResumePoint read_resume_point(const io::Metadata& meta, const std::string& file) {
+  detail::FieldReader m(meta, file);
+  ResumePoint p;
+  p.at.epochs_done = m.integer("epoch", 0);
+  p.at.step = m.integer("step", 0);
+  p.optimizer = m.text("optimizer");
+  p.schedule = m.text("schedule");
+  if (m.has("base_lr")) p.base_lr = m.real("base_lr");
+  p.batch_size = m.integer("batch_size", 1);
+  p.schedule_step = m.integer("schedule_step", 0);
+  p.lr = m.real("lr");
+  p.seed = m.unsigned_integer("seed");
+  p.rng_seed = m.unsigned_integer("rng_seed");
+  p.rng_offset = m.unsigned_integer("rng_offset");
+  // Written since runs can stop in the middle of an epoch; absent from older checkpoints, which
+  // were all saved at an epoch's end.
+  if (m.has("batch")) {
+    p.at.batch = m.integer("batch", 0);
+    p.data = m.text("data");
+    p.train_samples = m.integer("train_samples", 0);
+    p.at.sums.loss_sum = m.real("epoch_loss_sum");
+    p.at.sums.correct = m.real("epoch_correct");
+    p.at.sums.targets = m.integer("epoch_targets", 0);
+    p.at.sums.samples = m.integer("epoch_samples", 0);
+    p.at.epoch_seconds = m.real("epoch_seconds");
+  }
+  return p;
+}
+
+// Resuming with --model: it must be the checkpoint's model (same name, layers, input, classes).
+void check_same_model(const std::string& given, const nn::ModelSpec& saved,
+                      const std::string& checkpoint) {
+  nn::ModelSpec spec = nn::load_model_spec(given);
+  FREIGHT_CHECK(spec.name == saved.name,
+                fmt::format("--resume {} holds model '{}', but --model {} is model '{}': a resumed "
+                            "run continues the checkpoint's model, so leave out --model (or start "
+                            "a new run without --resume)",
+                            checkpoint, saved.name, given, spec.name));
+  auto architecture = [](const nn::ModelSpec& m) {
+    json j = spec_json(m);
+    j.erase("train");
+    j.erase("description");
+    return j;
+  };
+  FREIGHT_CHECK(architecture(spec) == architecture(saved),
+                fmt::format("--model {} describes model '{}' with other layers, input or classes "
+                            "than the one saved in checkpoint {}: leave out --model to continue "
+                            "the checkpoint's model",
+                            given, spec.name, checkpoint));
+}
+
+// Runs `fn` (loading tensors into a model or optimizer), naming `file` in any error.
+template <class Fn>
+void loading_from(const std::string& file, Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    throw Error(fmt::format("checkpoint '{}': {}", file, e.what()));
+  }
 }
 
 double mean_of(double sum, int64_t n) {
@@ -332,19 +473,19 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   NumericsScope numerics(prec, o.deterministic);
 
   // Resuming: the checkpoint's own model spec and counters win over the command line's model.
-  io::SafetensorsFile ckpt, state;
+  detail::ResumeFiles resumed;
+  ResumePoint rp;
   bool resuming = !o.resume.empty();
+  const std::string state_file = detail::train_state_path(o.resume);
   if (resuming) {
-    ckpt = io::load_safetensors(o.resume);
-    state = io::load_safetensors(train_state_path(o.resume));
-    FREIGHT_CHECK(ckpt.metadata["step"] == state.metadata["step"],
-                  fmt::format("--resume {}: the checkpoint is from step {} but its training state "
-                              "({}) from step {}; a save was interrupted between the two files",
-                              o.resume, ckpt.metadata["step"], train_state_path(o.resume),
-                              state.metadata["step"]));
-    result.spec = spec_from_checkpoint(ckpt.metadata, o.resume);
+    resumed = detail::open_for_resume(o.resume);
+    if (resumed.completed_commit)
+      note(fmt::format("{}: completed the save that was cut off between its two files", o.resume));
+    rp = read_resume_point(resumed.state.metadata, state_file);
+    result.spec = spec_from_checkpoint(resumed.checkpoint.metadata, o.resume);
+    if (!o.model.empty()) check_same_model(o.model, result.spec, o.resume);
   } else {
-    result.spec = nn::load_model_spec(o.model);
+    result.spec = nn::load_model_spec(o.model.empty() ? "fashion-cnn" : o.model);
   }
   const nn::ModelSpec& spec = result.spec;
   Resolved r = resolve(o, spec);
@@ -383,13 +524,15 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     gpu = std::make_unique<detail::GpuTrainer>(*model, spec, *opt, train_set, lo, gs);
   }
   int64_t batches_per_epoch = loader ? loader->num_batches() : gpu->num_batches();
+  result.batches_per_epoch = batches_per_epoch;
   std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, batches_per_epoch);
 
   note(fmt::format(
-      "model {} ({} parameters) on {}; data {}: {} train / {} test samples; batch "
+      "model {}{} ({} parameters) on {}; data {}: {} train / {} test samples; batch "
       "{}, {} lr {:g}{}, schedule {}, {} epoch{}{}",
-      spec.name, model->num_parameters(), result.device.str(), r.data, train_set.size(),
-      test_set.size(), r.batch_size, opt->name(), r.lr,
+      spec.name, resuming ? " from the checkpoint" : "", model->num_parameters(),
+      result.device.str(), r.data, train_set.size(), test_set.size(), r.batch_size, opt->name(),
+      r.lr,
       r.momentum > 0 && r.optimizer == "sgd" ? fmt::format(" momentum {:g}", r.momentum)
                                              : std::string(),
       r.schedule, r.epochs, r.epochs == 1 ? "" : "s",
@@ -399,23 +542,53 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                         o.deterministic ? ", deterministic" : "")
           : std::string()));
   int64_t first_epoch = 1, step = 0;
+  RunPoint start;  // where the first epoch of this run starts (batch, partial sums)
+  LastGood last;   // what o.save holds, for the advice when the run diverges
   if (resuming) {
-    model->load_state_dict(ckpt.tensors);
-    opt->load_state(state.tensors);
-    auto& m = state.metadata;
-    FREIGHT_CHECK(m["optimizer"] == opt->name(),
+    FREIGHT_CHECK(rp.optimizer == opt->name(),
                   fmt::format("--resume {}: saved with optimizer {}, now {}", o.resume,
-                              m["optimizer"], opt->name()));
-    FREIGHT_CHECK(std::stoll(m["batch_size"]) == r.batch_size,
+                              rp.optimizer, opt->name()));
+    FREIGHT_CHECK(rp.batch_size == r.batch_size,
                   fmt::format("--resume {}: saved with --batch-size {}, now {} (the epoch's "
                               "batches would differ)",
-                              o.resume, m["batch_size"], r.batch_size));
-    first_epoch = std::stoll(m["epoch"]) + 1;
-    step = std::stoll(m["step"]);
-    if (sched) sched->set_last_step(std::stoll(m["schedule_step"]));
-    opt->set_lr(std::stod(m["lr"]));
-    default_generator().set_state(std::stoull(m["rng_seed"]), std::stoull(m["rng_offset"]));
-    note(fmt::format("resuming {} from epoch {} (step {})", o.resume, first_epoch - 1, step));
+                              o.resume, rp.batch_size, r.batch_size));
+    FREIGHT_CHECK(rp.schedule == r.schedule,
+                  fmt::format("--resume {}: saved with --schedule {}, now {}", o.resume,
+                              rp.schedule, r.schedule));
+    // The learning rate (and its schedule's position) continue from the checkpoint.
+    if (o.lr && *o.lr != rp.base_lr)
+      note(fmt::format(
+          "--lr {:g} is ignored: a resumed run continues the checkpoint's learning "
+          "rate ({:g} now{})",
+          *o.lr, rp.lr, rp.base_lr > 0 ? fmt::format(", from --lr {:g}", rp.base_lr) : ""));
+    if (rp.at.batch > 0) {
+      // The run stopped in the middle of an epoch: the rest of it must be the same batches, and
+      // an epoch's order is a function of the seed and the epoch over the same samples.
+      std::string head = fmt::format("--resume {}: the run stopped in epoch {} after batch {}",
+                                     o.resume, rp.at.epochs_done + 1, rp.at.batch);
+      FREIGHT_CHECK(rp.seed == o.seed,
+                    fmt::format("{}; finishing that epoch needs its sample order: saved with "
+                                "--seed {}, now {}",
+                                head, rp.seed, o.seed));
+      FREIGHT_CHECK(rp.data == r.data,
+                    fmt::format("{}; it trained on --data {}, now {}", head, rp.data, r.data));
+      FREIGHT_CHECK(rp.train_samples == train_set.size(),
+                    fmt::format("{}; it trained on {} samples, now {} (--limit-train)", head,
+                                rp.train_samples, train_set.size()));
+      FREIGHT_CHECK(rp.at.batch <= batches_per_epoch,
+                    fmt::format("{}, but an epoch now has {} batches", head, batches_per_epoch));
+    }
+    loading_from(o.resume, [&] { model->load_state_dict(resumed.checkpoint.tensors); });
+    loading_from(state_file, [&] { opt->load_state(resumed.state.tensors); });
+    first_epoch = rp.at.epochs_done + 1;
+    step = rp.at.step;
+    start = rp.at;
+    if (sched) sched->set_last_step(rp.schedule_step);
+    opt->set_lr(rp.lr);
+    default_generator().set_state(rp.rng_seed, rp.rng_offset);
+    if (o.save == o.resume) last = {o.save, rp.at.epochs_done, rp.at.batch, " (resumed from)"};
+    note(fmt::format("resuming {} from {} (step {})", o.resume,
+                     where_text(rp.at.epochs_done, rp.at.batch), step));
   }
 
   std::ofstream metrics;
@@ -424,100 +597,148 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     FREIGHT_CHECK(metrics.good(), fmt::format("--metrics: cannot write '{}'", o.metrics));
   }
 
-  for (int64_t epoch = first_epoch; epoch <= r.epochs; ++epoch) {
-    model->train();
-    reset_peak_memory(result.device);
-    auto t0 = Clock::now();
-    data::Batch b;
-    double loss_sum = 0, correct = 0;
-    int64_t targets = 0, samples = 0, batch_no = 0, graph_steps = 0;
-    if (gpu) {
-      detail::GpuEpochResult g =
-          gpu->run_epoch(epoch - 1, r.epochs, sched.get(), step, cb.on_batch);
-      loss_sum = g.loss_sum;
-      correct = g.correct;
-      targets = g.targets;
-      samples = g.samples;
-      graph_steps = g.graph_steps;
-    } else {
-      loader->start_epoch(epoch - 1);
-    }
-    while (loader && loader->next(b)) {
-      opt->zero_grad();
-      Tensor out = (*model)(b.inputs);
-      Tensor loss = model_loss(spec, out, b.labels);
-      loss.backward();
-      opt->step();
-      if (sched) sched->step();
-      ++step;
-      ++batch_no;
-      int64_t n = b.labels.numel();
-      double l = loss.item();
-      FREIGHT_CHECK(std::isfinite(l),
-                    fmt::format("training diverged: the loss is {} at epoch {}, batch {} (try a "
-                                "smaller --lr than {})",
-                                l, epoch, batch_no, opt->lr()));
-      loss_sum += l * double(n);
-      correct += count_correct(out, b.labels);
-      targets += n;
-      samples += b.labels.size(0);
-      if (cb.on_batch) {
-        BatchProgress p{epoch,
-                        r.epochs,
-                        batch_no,
-                        loader->num_batches(),
-                        mean_of(loss_sum, targets),
-                        mean_of(correct, targets),
-                        seconds_since(t0),
-                        samples};
-        cb.on_batch(p);
+  auto stop_requested = [&] { return cb.stop && cb.stop->load(std::memory_order_relaxed); };
+  auto save = [&](const RunPoint& at) {
+    save_checkpoint(o.save, *model, spec, *opt, sched.get(), at, o.seed, r, train_set.size(), r.lr);
+    result.checkpoint = o.save;
+    last = {o.save, at.epochs_done, at.batch, ""};
+  };
+  try {
+    for (int64_t epoch = first_epoch; epoch <= r.epochs; ++epoch) {
+      int64_t first_batch = epoch == first_epoch ? start.batch : 0;
+      if (stop_requested()) {  // between epochs: the last save resumes from here
+        result.interrupted = true;
+        result.stopped_epoch = epoch;
+        result.stopped_batch = first_batch;
+        break;
       }
-    }
-    synchronize(result.device);
-    EpochReport rep;
-    rep.epoch = epoch;
-    rep.step = step;
-    rep.lr = opt->lr();
-    rep.train_seconds = seconds_since(t0);
-    rep.train_loss = mean_of(loss_sum, targets);
-    rep.train_accuracy = mean_of(correct, targets);
-    rep.samples_per_second = double(samples) / std::max(rep.train_seconds, 1e-9);
-    rep.peak_memory = memory_stats(result.device).peak;
-    rep.graph_steps = graph_steps;
-    EvalResult ev = evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
-    rep.test_loss = ev.loss;
-    rep.test_accuracy = ev.accuracy;
-    rep.eval_seconds = ev.seconds;
-    result.epochs.push_back(rep);
-    if (!o.save.empty()) {
-      save_checkpoint(o.save, *model, spec, *opt, sched.get(), rep, o.seed, r);
-      result.checkpoint = o.save;
-    }
-    if (metrics.is_open()) {
-      json j{{"epoch", rep.epoch},
-             {"step", rep.step},
-             {"model", spec.name},
-             {"device", result.device.str()},
-             {"batch_size", r.batch_size},
-             {"lr", rep.lr},
-             {"train_loss", rep.train_loss},
-             {"train_accuracy", rep.train_accuracy},
-             {"test_loss", rep.test_loss},
-             {"test_accuracy", rep.test_accuracy},
-             {"train_seconds", rep.train_seconds},
-             {"eval_seconds", rep.eval_seconds},
-             {"samples_per_second", rep.samples_per_second},
-             {"peak_memory_bytes", rep.peak_memory}};
-      if (result.device.is_cuda()) {
-        j["precision"] = o.precision;
-        j["cuda_graph"] = o.cuda_graph;
-        j["graph_steps"] = rep.graph_steps;
-        j["data_on_device"] = o.data_on_device;
+      model->train();
+      reset_peak_memory(result.device);
+      auto t0 = Clock::now();
+      detail::EpochStart es;
+      double carried_seconds = 0;  // of the part of this epoch run before an interruption
+      if (epoch == first_epoch) {
+        es = start.sums;
+        carried_seconds = start.epoch_seconds;
       }
-      metrics << j.dump() << "\n";
-      metrics.flush();
+      es.first_batch = first_batch;
+      data::Batch b;
+      double loss_sum = es.loss_sum, correct = es.correct;
+      int64_t targets = es.targets, samples = es.samples, batch_no = first_batch, graph_steps = 0;
+      if (gpu) {
+        detail::GpuEpochResult g =
+            gpu->run_epoch(epoch - 1, r.epochs, es, sched.get(), step, cb.on_batch, cb.stop);
+        loss_sum = g.loss_sum;
+        correct = g.correct;
+        targets = g.targets;
+        samples = g.samples;
+        graph_steps = g.graph_steps;
+        batch_no = g.batches_done;
+      } else {
+        loader->start_epoch(epoch - 1, first_batch);
+      }
+      while (loader && loader->next(b)) {
+        opt->zero_grad();
+        Tensor out = (*model)(b.inputs);
+        Tensor loss = model_loss(spec, out, b.labels);
+        loss.backward();
+        double step_lr = opt->lr();
+        opt->step();
+        if (sched) sched->step();
+        ++step;
+        ++batch_no;
+        int64_t n = b.labels.numel();
+        double l = loss.item();
+        if (!std::isfinite(l))
+          throw detail::DivergedError(fmt::format(
+              "training diverged: the loss is {} at epoch {}, batch {} of {} (step {}) at "
+              "learning rate {:g} (--lr {:g}): try a smaller --lr",
+              l, epoch, batch_no, batches_per_epoch, step, step_lr, r.lr));
+        loss_sum += l * double(n);
+        correct += count_correct(out, b.labels);
+        targets += n;
+        samples += b.labels.size(0);
+        if (cb.on_batch) {
+          BatchProgress p{epoch,
+                          r.epochs,
+                          batch_no,
+                          batches_per_epoch,
+                          mean_of(loss_sum, targets),
+                          mean_of(correct, targets),
+                          carried_seconds + seconds_since(t0),
+                          samples};
+          cb.on_batch(p);
+        }
+        if (batch_no < batches_per_epoch && stop_requested()) break;
+      }
+      synchronize(result.device);
+      double epoch_seconds = carried_seconds + seconds_since(t0);
+      if (batch_no < batches_per_epoch) {  // stopped in the middle of the epoch
+        result.interrupted = true;
+        result.stopped_epoch = epoch;
+        result.stopped_batch = batch_no;
+        if (!o.save.empty()) {
+          RunPoint at;
+          at.epochs_done = epoch - 1;
+          at.batch = batch_no;
+          at.step = step;
+          at.sums = {0, loss_sum, correct, targets, samples};
+          at.epoch_seconds = epoch_seconds;
+          save(at);
+          result.saved_at_stop = true;
+        }
+        break;
+      }
+      EpochReport rep;
+      rep.epoch = epoch;
+      rep.step = step;
+      rep.lr = opt->lr();
+      rep.train_seconds = epoch_seconds;
+      rep.train_loss = mean_of(loss_sum, targets);
+      rep.train_accuracy = mean_of(correct, targets);
+      rep.samples_per_second = double(samples) / std::max(rep.train_seconds, 1e-9);
+      rep.peak_memory = memory_stats(result.device).peak;
+      rep.graph_steps = graph_steps;
+      EvalResult ev = evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
+      rep.test_loss = ev.loss;
+      rep.test_accuracy = ev.accuracy;
+      rep.eval_seconds = ev.seconds;
+      result.epochs.push_back(rep);
+      if (!o.save.empty()) {
+        RunPoint at;
+        at.epochs_done = epoch;
+        at.step = step;
+        at.test_accuracy = rep.test_accuracy;
+        save(at);
+      }
+      if (metrics.is_open()) {
+        json j{{"epoch", rep.epoch},
+               {"step", rep.step},
+               {"model", spec.name},
+               {"device", result.device.str()},
+               {"batch_size", r.batch_size},
+               {"lr", rep.lr},
+               {"train_loss", rep.train_loss},
+               {"train_accuracy", rep.train_accuracy},
+               {"test_loss", rep.test_loss},
+               {"test_accuracy", rep.test_accuracy},
+               {"train_seconds", rep.train_seconds},
+               {"eval_seconds", rep.eval_seconds},
+               {"samples_per_second", rep.samples_per_second},
+               {"peak_memory_bytes", rep.peak_memory}};
+        if (result.device.is_cuda()) {
+          j["precision"] = o.precision;
+          j["cuda_graph"] = o.cuda_graph;
+          j["graph_steps"] = rep.graph_steps;
+          j["data_on_device"] = o.data_on_device;
+        }
+        metrics << j.dump() << "\n";
+        metrics.flush();
+      }
+      if (cb.on_epoch) cb.on_epoch(rep);
     }
-    if (cb.on_epoch) cb.on_epoch(rep);
+  } catch (const detail::DivergedError& e) {
+    throw Error(fmt::format("{}; {}", e.what(), kept_note(o, last)));
   }
   result.wall_seconds = seconds_since(t_start);
   return result;
@@ -530,13 +751,16 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   nn::ModelSpec spec = spec_from_checkpoint(ckpt.metadata, checkpoint);
   Device dev = resolve_device(device);
   nn::ModulePtr model = nn::build_model(spec);
-  model->load_state_dict(ckpt.tensors);
+  loading_from(checkpoint, [&] { model->load_state_dict(ckpt.tensors); });
   model->to(dev);
+  std::vector<detail::NonFinite> bad = detail::non_finite_tensors(ckpt.tensors);
   std::string name = data.empty() ? setting(spec, "dataset", "fashion-mnist") : data;
   data::Dataset ds = load_dataset(name, split, spec);
   if (limit > 0 && limit < ds.size()) ds = ds.slice(0, limit);
   auto [mean, std] = dataset_normalisation(name);
-  return evaluate(*model, spec, ds, dev, batch_size, mean, std);
+  EvalResult r = evaluate(*model, spec, ds, dev, batch_size, mean, std);
+  if (!bad.empty()) r.non_finite = detail::describe_non_finite(bad);
+  return r;
 }
 
 }  // namespace freight

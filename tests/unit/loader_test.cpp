@@ -92,6 +92,37 @@ TEST(Loader, SynchronousModeMatchesPrefetch) {
   EXPECT_EQ(epoch_order(a, 3), epoch_order(b, 3));
 }
 
+// A run resumed after batch k of an epoch sees the rest of that epoch's batches, in the order
+// the interrupted run would have (prefetching and synchronous alike).
+TEST(Loader, StartingAnEpochAtBatchKGivesTheRestOfThatEpoch) {
+  Dataset d = numbered(37);
+  LoaderOptions o;
+  o.batch_size = 6;
+  o.seed = 9;
+  for (int prefetch : {2, 0}) {
+    o.prefetch = prefetch;
+    Loader l(d, o);
+    std::vector<int64_t> whole = epoch_order(l, 2);
+    for (int64_t k : {0, 1, 4, 6, 7}) {
+      l.start_epoch(2, k);
+      std::vector<int64_t> rest;
+      Batch b;
+      int64_t first_index = -1;
+      while (l.next(b)) {
+        if (first_index < 0) first_index = b.index;
+        std::vector<float> x = b.inputs.to_float_vector();
+        for (size_t i = 0; i < x.size(); i += 2) rest.push_back(int64_t(std::lround(x[i] * 255)));
+      }
+      std::vector<int64_t> want(whole.begin() + std::min<int64_t>(6 * k, 37), whole.end());
+      EXPECT_EQ(rest, want) << "prefetch " << prefetch << ", starting at batch " << k;
+      if (k < 7) {
+        EXPECT_EQ(first_index, k);
+      }
+    }
+    EXPECT_THROW(l.start_epoch(2, 8), Error) << "past the epoch's last batch";
+  }
+}
+
 TEST(Loader, BadOptionsAreClearErrors) {
   Dataset d = numbered(5);
   LoaderOptions o;

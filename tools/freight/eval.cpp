@@ -1,6 +1,8 @@
 // freight eval: loss and accuracy of a checkpoint on a dataset split.
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "commands.h"
 #include "flags.h"
 #include "freight/training.h"
@@ -30,6 +32,11 @@ void add_eval(CLI::App& app) {
   cmd->callback([o] {
     EvalResult r =
         evaluate_checkpoint(o->checkpoint, o->data, o->split, o->device, o->batch_size, o->limit);
+    if (!r.non_finite.empty())
+      fmt::print(stderr,
+                 "freight: warning: checkpoint {} holds NaN or infinite weights: {}; its loss and "
+                 "accuracy below say little (was it saved from a diverged run?)\n",
+                 o->checkpoint, r.non_finite);
     fmt::print("{}: {} samples, loss {:.4f}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
                r.samples, r.loss, 100 * r.accuracy, r.seconds);
   });

