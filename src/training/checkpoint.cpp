@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "freight/error.h"
+#include "io/atomic_file.h"
 
 namespace freight::detail {
 
@@ -68,6 +69,9 @@ void commit_checkpoint(const std::string& path, const io::NamedTensors& model, i
   std::string id = new_save_id();
   meta["save_id"] = id;
   state_meta["save_id"] = id;
+  // The sidecar's final name is only ever renamed onto, so temporaries of it that older runs
+  // killed mid-save left behind are cleaned here (save_safetensors cleans those of the others).
+  io::remove_stale_temporaries(train_state_path(path));
   io::save_safetensors(staged_state_path(path), state, state_meta);
   if (after_stage) after_stage(CommitStage::state_staged);
   io::save_safetensors(path, model, meta);

@@ -55,8 +55,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and friends are "errors" with exit code 0: CLI11 prints them. A real parse error
     // (unknown flag, a value out of range) is reported like any other bad input: one line naming
-    // the flag and the value, and exit 1, before any work.
-    if (e.get_exit_code() == 0) return app.exit(e);
+    // the flag and the value, and exit 1, before any work. A CLI::RuntimeError is not a parse
+    // error: a command throws it to exit quietly with its code (128 + signal after Ctrl-C).
+    if (e.get_exit_code() == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr)
+      return app.exit(e);
     const std::vector<CLI::App*> used = app.get_subcommands();
     fmt::print(stderr,
                "freight: error: {}\nRun 'freight {}--help' for the flags and their values.\n",
