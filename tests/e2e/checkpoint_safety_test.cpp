@@ -256,7 +256,10 @@ TEST_F(CheckpointSafety, ASecondSignalQuitsAtOnce) {
   ::kill(run.pid(), SIGINT);
   ::kill(run.pid(), SIGTERM);
   ::kill(run.pid(), SIGCONT);
-  EXPECT_EQ(run.wait(), 143) << run.output();
+  // Both signals are pending when the process continues; which thread takes which first is up
+  // to the kernel, and the exit code is 128 + the signal handled second.
+  int status = run.wait();
+  EXPECT_TRUE(status == 143 || status == 130) << status << "\n" << run.output();
   EXPECT_TRUE(has(run.output(), "at once")) << run.output();
 }
 
