@@ -328,6 +328,11 @@ class Builder {
   }
 
   bool dry_;
+
+ public:
+  ModelSize size() const { return {layers_, params_, flops_}; }
+
+ private:
   int64_t layers_ = 0, params_ = 0;
   double flops_ = 0;
 };
@@ -453,26 +458,33 @@ std::vector<std::string> zoo_models() {
   return names;
 }
 
-ModulePtr build_model(const ModelSpec& spec) {
-  Shape input{1};
-  input.insert(input.end(), spec.input_shape.begin(), spec.input_shape.end());
+namespace {
+// Runs `f(builder, shape, layers, ctx)` for one pass over the spec's layers, then checks that the
+// network ends in the declared number of classes.
+template <typename F>
+auto one_pass(const ModelSpec& spec, bool dry, F&& f) {
+  Shape shape{1};
+  shape.insert(shape.end(), spec.input_shape.begin(), spec.input_shape.end());
   Ctx ctx{spec.path, "layers"};
   json layers = parse_json(spec.layers_json, spec.path);
-  auto check_classes = [&](const Shape& shape) {
-    if (shape.back() != spec.classes)
-      throw ctx.error(
-          fmt::format("the network produces {} per sample but the model declares {} "
-                      "classes",
-                      shape_str(Shape(shape.begin() + 1, shape.end())), spec.classes));
-  };
+  Builder builder(dry);
+  auto result = f(builder, builder.layers(layers, shape, "", ctx, "layers"));
+  if (shape.back() != spec.classes)
+    throw ctx.error(fmt::format("the network produces {} per sample but the model declares {} "
+                                "classes",
+                                shape_str(Shape(shape.begin() + 1, shape.end())), spec.classes));
+  return result;
+}
+}  // namespace
+
+ModelSize measure_model(const ModelSpec& spec) {
+  return one_pass(spec, true, [](const Builder& b, const ModulePtr&) { return b.size(); });
+}
+
+ModulePtr build_model(const ModelSpec& spec) {
   // First the sizes against the limits, allocating no weights; then the network.
-  Shape shape = input;
-  Builder(true).layers(layers, shape, "", ctx, "layers");
-  check_classes(shape);
-  shape = input;
-  ModulePtr m = Builder(false).layers(layers, shape, "", ctx, "layers");
-  check_classes(shape);
-  return m;
+  measure_model(spec);
+  return one_pass(spec, false, [](const Builder&, ModulePtr m) { return m; });
 }
 
 }  // namespace freight::nn

@@ -56,6 +56,19 @@ TEST(ModelFile, GoodFileBuilds) {
 
 // nlohmann's parser is iterative but its serializer (and the builder) recurse, so a file nested
 // 200,000 levels deep used to overflow the stack. The nesting is bounded before parsing.
+// The dry pass counts what the real build makes: every zoo model's parameters and layers.
+TEST(ModelFile, MeasureCountsWhatTheBuildMakes) {
+  for (const std::string& name : zoo_models()) {
+    ModelSpec spec = load_model_spec(name);
+    ModelSize size = measure_model(spec);
+    if (size.parameters > 20'000'000) continue;  // vgg16: seconds to initialise, nothing new
+    ModulePtr model = build_model(spec);
+    EXPECT_EQ(size.parameters, model->num_parameters()) << name;
+    EXPECT_GT(size.layers, 0) << name;
+    EXPECT_GT(size.flops, 0) << name;
+  }
+}
+
 TEST(ModelFile, DeepNestingIsRefusedBeforeParsing) {
   const int depth = 200000;
   std::string arrays = model(std::string(depth, '[') + std::string(depth, ']'));

@@ -33,7 +33,16 @@ ModelSpec load_model_spec(const std::string& name_or_path);
 ModelSpec parse_model_spec(const std::string& json_text, const std::string& origin);
 // Names of the models in the zoo, sorted.
 std::vector<std::string> zoo_models();
-// The network of a spec, freshly initialised from the default generator.
+// What building a spec would make, found without allocating any weights. Throws freight::Error
+// naming the file and layer when the network does not fit together or is beyond a limit (layers,
+// parameters, values per sample, FLOPs: docs/model-format.md#limits).
+struct ModelSize {
+  int64_t layers = 0;      // modules after expanding repeats
+  int64_t parameters = 0;  // weights and biases
+  double flops = 0;        // forward FLOPs per sample
+};
+ModelSize measure_model(const ModelSpec& spec);
+// The network of a spec, freshly initialised from the default generator (measure_model first).
 ModulePtr build_model(const ModelSpec& spec);
 
 }  // namespace freight::nn
