@@ -31,10 +31,11 @@ struct FakeSystem {
       return p;
     };
   }
-  std::function<void(void*)> free_fn() {
-    return [this](void* p) {
+  std::function<void(void*, size_t)> free_fn() {
+    return [this](void* p, size_t size) {
       auto it = live.find(p);
       ASSERT_NE(it, live.end()) << "freed twice or never allocated";
+      EXPECT_EQ(size, it->second) << "freed with another size than it was allocated with";
       used -= it->second;
       live.erase(it);
       freed.push_back(p);
@@ -45,12 +46,10 @@ struct FakeSystem {
 constexpr size_t kSize = 4096;
 
 TEST(BlockCache, RoundsSmallAndLargeRequests) {
-#ifndef FREIGHT_CUDA_EXACT_BLOCK_SIZES
-  EXPECT_EQ(round_block_size(1), 512u);
-  EXPECT_EQ(round_block_size(512), 512u);
-  EXPECT_EQ(round_block_size(513), 1024u);
-  EXPECT_EQ(round_block_size((size_t(1) << 20) + 1), size_t(2) << 20);
-#endif
+  EXPECT_EQ(size_class(1), 512u);
+  EXPECT_EQ(size_class(512), 512u);
+  EXPECT_EQ(size_class(513), 1024u);
+  EXPECT_EQ(size_class((size_t(1) << 20) + 1), size_t(2) << 20);
 }
 
 TEST(BlockCache, SharedCacheReusesFreedBlocksOfTheSameSize) {
@@ -229,7 +228,10 @@ TEST(PinnedCache, ReleaseFreesOnlyBlocksWhoseCopiesRan) {
   c.give_back(arena[1]);
   std::vector<void*> freed;
   c.release([&](PinnedCache::Event e) { return e == ev1; },
-            [&](void* p, PinnedCache::Event) { freed.push_back(p); });
+            [&](void* p, size_t size, PinnedCache::Event) {
+              EXPECT_EQ(size, kSize);
+              freed.push_back(p);
+            });
   ASSERT_EQ(freed.size(), 1u);
   EXPECT_EQ(freed[0], arena[1]);
   EXPECT_EQ(c.cached_bytes(), kSize);

@@ -268,6 +268,31 @@ TEST(CudaGraph, ReplayedStepsEqualEagerSteps) {
   }
 }
 
+// The optimizer's table of a captured step is a constant of its graph: a re-capture (as after
+// a change of batch shape) must not leave the old graph's table behind.
+TEST(CudaGraph, RecapturingFreesTheOldGraphsOptimizerTables) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA_KERNEL(adam_step);
+  auto data = batches(1);
+  Net n = small_net("adamw");
+  n.opt->use_step_scalars();
+  n.opt->prepare_step();
+  step_body(n, data[0].first, data[0].second);  // the optimizer's buffers exist now
+  Tensor sx = data[0].first.clone(), sy = data[0].second.clone();
+  size_t after_first = 0;
+  for (int round = 0; round < 4; ++round) {
+    n.opt->prepare_step();
+    std::unique_ptr<DeviceGraph> g =
+        backend_for(DeviceType::CUDA).capture(0, [&] { step_body(n, sx, sy); });
+    g->replay();
+    g.reset();
+    synchronize(kGpu);
+    size_t in_use = memory_stats(kGpu).in_use;
+    if (round == 0) after_first = in_use;
+    EXPECT_EQ(in_use, after_first) << "re-capture " << round << " kept memory of an old graph";
+  }
+}
+
 TEST(CudaGraph, CaptureAllocationsStayPrivateUntilTheGraphIsGone) {
   FREIGHT_SKIP_WITHOUT_CUDA();
   const Shape shape{1000, 37};

@@ -121,9 +121,12 @@ void gemm_cuda(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
       kernels::scalar(DeviceType::CUDA, ScalarOp::Mul, c, beta, c);
     return;
   }
-  // Stream and math mode set on every call: the handle is shared, and the mode can change.
+  // The handle was bound to the device's stream, and then to Freight's workspace, once when the
+  // device was set up (cuda_backend.cpp). It is never re-bound here: cublasSetStream resets the
+  // workspace to cuBLAS's default pool, which cuBLAS then allocates itself, outside the caching
+  // allocator and possibly inside a graph capture. The math mode is set on every call, as it
+  // follows the precision and the dtype.
   cublasHandle_t h = cublas(dev);
-  FREIGHT_CUDA_CHECK(cublasSetStream(h, stream(dev)));
   FREIGHT_CUDA_CHECK(cublasSetMathMode(h, gemm_math_mode(c.dtype())));
   GemmPlan p = plan_gemm(int(a.dim()), a.shape().data(), ta, int(b.dim()), b.shape().data(), tb,
                          int(c.dim()), c.shape().data());

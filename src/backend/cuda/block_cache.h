@@ -31,18 +31,25 @@
 
 #include "freight/runtime.h"
 
+#ifdef FREIGHT_CUDA_EMULATION
+#include "emu_allocator.h"  // tests/cuda/emulation/include
+#endif
+
 namespace freight::cuda {
 
 // The sizes the caches keep: 512-byte granularity below 1 MiB, 2 MiB above (fewer distinct
-// sizes for big activations). The CPU emulation of the backend defines
-// FREIGHT_CUDA_EXACT_BLOCK_SIZES so that AddressSanitizer sees any access past a tensor's end.
-inline size_t round_block_size(size_t bytes) {
-#ifdef FREIGHT_CUDA_EXACT_BLOCK_SIZES
-  return bytes;
-#else
+// sizes for big activations). The CPU emulation of the backend runs in two modes
+// (EMU_ALLOCATOR, tests/cuda/emulation/include/emu_allocator.h): these sizes, or exact ones so
+// that AddressSanitizer sees any access past a tensor's end.
+inline size_t size_class(size_t bytes) {
   size_t unit = bytes < (size_t(1) << 20) ? 512 : (size_t(2) << 20);
   return (bytes + unit - 1) / unit * unit;
+}
+inline size_t round_block_size(size_t bytes) {
+#ifdef FREIGHT_CUDA_EMULATION
+  if (emu::exact_block_sizes()) return bytes;
 #endif
+  return size_class(bytes);
 }
 
 class BlockCache {
@@ -80,6 +87,20 @@ class BlockCache {
     return p;
   }
 
+  // A new block from `system_alloc` reserved for `pool` (a graph's constant: never taken from
+  // and never put on a free list while the pool lives), or nullptr when the device is full.
+  void* take_fresh(size_t size, PoolId pool, const std::function<void*(size_t)>& system_alloc) {
+    Pool& owner = pool_at(pool);
+    void* p = system_alloc(size);
+    if (!p) return nullptr;
+    stats_.allocs++;
+    stats_.fresh++;
+    add_in_use(size);
+    owner_[p] = pool;
+    owner.bytes += size;
+    return p;
+  }
+
   // Takes back a block that take() handed out, `size` being the size it was taken with.
   void give_back(void* p, size_t size) {
     auto it = owner_.find(p);
@@ -92,11 +113,11 @@ class BlockCache {
     shared_free_[size].push_back(p);
   }
 
-  // Gives the shared cache's free blocks to `system_free`; graph pools keep theirs.
-  void release_shared(const std::function<void(void*)>& system_free) {
+  // Gives the shared cache's free blocks to `system_free(ptr, size)`; graph pools keep theirs.
+  void release_shared(const std::function<void(void*, size_t)>& system_free) {
     for (auto& [size, blocks] : shared_free_) {
       for (void* p : blocks) {
-        system_free(p);
+        system_free(p, size);
         stats_.cached -= size;
       }
     }
@@ -131,6 +152,7 @@ class BlockCache {
     auto it = pools_.find(pool);
     return it == pools_.end() ? 0 : it->second.bytes;
   }
+  bool owned_by_a_pool(void* p) const { return owner_.count(p) > 0; }
   bool pool_owns(PoolId pool, void* p) const {
     auto it = owner_.find(p);
     return it != owner_.end() && it->second == pool;
@@ -211,16 +233,16 @@ class PinnedCache {
 
   bool contains(const void* p) const { return const_cast<PinnedCache*>(this)->containing(p); }
 
-  // Gives the free blocks whose copies have run to `system_free(ptr, event)`.
+  // Gives the free blocks whose copies have run to `system_free(ptr, size, event)`.
   void release(const std::function<bool(Event)>& done,
-               const std::function<void(void*, Event)>& system_free) {
+               const std::function<void(void*, size_t, Event)>& system_free) {
     for (auto& [size, blocks] : free_) {
       for (size_t i = 0; i < blocks.size();) {
         if (blocks[i].used && !done(blocks[i].event)) {
           ++i;
           continue;
         }
-        system_free(blocks[i].ptr, blocks[i].event);
+        system_free(blocks[i].ptr, size, blocks[i].event);
         cached_ -= size;
         blocks.erase(blocks.begin() + std::ptrdiff_t(i));
       }

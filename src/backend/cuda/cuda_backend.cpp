@@ -26,6 +26,24 @@
 
 namespace freight::cuda {
 
+// The CPU emulation (tests/cuda/emulation) poisons cached blocks and the slack past each
+// tensor for AddressSanitizer; on a GPU these do nothing.
+#ifdef FREIGHT_CUDA_EMULATION
+inline void emulation_block_handed_out(void* p, size_t bytes, size_t size) {
+  emu::block_handed_out(p, bytes, size);
+}
+inline void emulation_block_cached(void* p, size_t size) {
+  emu::block_cached(p, size);
+}
+inline void emulation_block_released(void* p, size_t size) {
+  emu::block_released(p, size);
+}
+#else
+inline void emulation_block_handed_out(void*, size_t, size_t) {}
+inline void emulation_block_cached(void*, size_t) {}
+inline void emulation_block_released(void*, size_t) {}
+#endif
+
 // ---------------------------------------------------------------- status helpers
 std::string status_text(cudaError_t s) {
   return fmt::format("{} ({})", cudaGetErrorString(s), cudaGetErrorName(s));
@@ -105,6 +123,8 @@ DeviceState& state(int device) {
     FREIGHT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     FREIGHT_CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));
     FREIGHT_CUDA_CHECK(cublasCreate(&s.cublas));
+    // The stream first: cublasSetStream resets the workspace, so nothing may call it after
+    // the workspace is bound (blas.cu never does).
     FREIGHT_CUDA_CHECK(cublasSetStream(s.cublas, s.stream));
     FREIGHT_CUDA_CHECK(cudaMalloc(&s.cublas_workspace, kCublasWorkspace));
     FREIGHT_CUDA_CHECK(cublasSetWorkspace(s.cublas, s.cublas_workspace, kCublasWorkspace));
@@ -279,14 +299,21 @@ class CudaUpload final : public PendingUpload {
   bool waited_ = false;
 };
 
+// A graph's constants (allocate_graph_constant): blocks of its pool that only it reads.
+struct GraphConstant {
+  void* p;
+  size_t size;
+};
+
 class CudaGraph final : public DeviceGraph {
  public:
   CudaGraph(CudaBackend* backend, int device, cudaGraphExec_t exec, BlockCache::PoolId pool,
-            uint64_t rng_start, uint64_t rng_used)
+            std::vector<GraphConstant> constants, uint64_t rng_start, uint64_t rng_used)
       : backend_(backend),
         device_(device),
         exec_(exec),
         pool_(pool),
+        constants_(std::move(constants)),
         rng_start_(rng_start),
         rng_used_(rng_used) {}
   ~CudaGraph() override;
@@ -308,6 +335,7 @@ class CudaGraph final : public DeviceGraph {
   int device_;
   cudaGraphExec_t exec_;
   BlockCache::PoolId pool_;
+  std::vector<GraphConstant> constants_;
   uint64_t rng_start_, rng_used_;
   bool first_ = true;
 };
@@ -330,21 +358,49 @@ class CudaBackend final : public DeviceBackend {
       p = d.cache.take(size, pool, system_alloc, &fresh);
     }
     if (!p) throw out_of_memory(index, bytes, d, in_capture);
+    // A graph's block serves every tensor the capture gave it, of whatever size, at each
+    // replay: its slack is poisoned only for eager use.
+    emulation_block_handed_out(p, in_capture ? size : bytes, size);
+    return p;
+  }
+
+  // allocate_graph_constant (cuda_context.h): a fresh block of the capture's pool that no
+  // other allocation of the capture can get, given back when the graph goes.
+  void* allocate_constant(size_t bytes, int index) {
+    size_t size = round_block_size(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    PerDevice& d = dev(index);
+    FREIGHT_CHECK(d.capture && d.capture->thread == std::this_thread::get_id(),
+                  fmt::format("cuda:{}: a graph constant outside a capture", index));
+    void* p = d.cache.take_fresh(size, d.capture->pool,
+                                 [&](size_t n) { return system_malloc(index, n, true); });
+    if (!p) throw out_of_memory(index, bytes, d, true);
+    d.capture->constants.push_back(GraphConstant{p, size});
+    emulation_block_handed_out(p, bytes, size);
     return p;
   }
 
   void deallocate(void* p, size_t bytes, int index) override {
     std::lock_guard<std::mutex> lock(mu_);
-    dev(index).cache.give_back(p, round_block_size(bytes));
+    PerDevice& d = dev(index);
+    size_t size = round_block_size(bytes);
+    // A graph's block stays in use by its replays: only blocks going to the shared cache are
+    // really free.
+    if (!d.cache.owned_by_a_pool(p)) emulation_block_cached(p, size);
+    d.cache.give_back(p, size);
   }
 
   void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) override {
     // Stream-ordered on the GPU side's stream; the host waits when it reads the result (or when
     // its pageable source buffer could be reused before the copy ran).
     Device gpu = dd.is_cuda() ? dd : sd;
+    bool host_side = dd.is_cpu() || sd.is_cpu();
+    if (!host_side && dd.index != sd.index) {
+      copy_between_gpus(dst, dd.index, src, sd.index, bytes);
+      return;
+    }
     set_device(gpu.index);
     cudaStream_t s = stream(gpu.index);
-    bool host_side = dd.is_cpu() || sd.is_cpu();
     if (host_side) check_not_capturing(gpu.index, "a host-device copy");
     FREIGHT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
     if (host_side) {
@@ -353,6 +409,27 @@ class CudaBackend final : public DeviceBackend {
       // (this is where loss.item() and to(cpu) of a result find it).
       check_deferred_error(gpu.index);
     }
+  }
+
+  // A copy from one GPU to another, queued on the destination's stream behind the work of the
+  // source's stream that produced the source (an event recorded there), and with the source's
+  // stream made to wait for the copy before anything queued later on it (a kernel writing a
+  // block that the source's tensor frees and the cache hands on) can touch the source.
+  void copy_between_gpus(void* dst, int dst_dev, const void* src, int src_dev, size_t bytes) {
+    check_not_capturing(src_dev, "a copy between GPUs");
+    check_not_capturing(dst_dev, "a copy between GPUs");
+    set_device(src_dev);
+    cudaEvent_t produced = take_event(src_dev);
+    FREIGHT_CUDA_CHECK(cudaEventRecord(produced, stream(src_dev)));
+    set_device(dst_dev);
+    FREIGHT_CUDA_CHECK(cudaStreamWaitEvent(stream(dst_dev), produced, 0));
+    recycle_event(src_dev, produced);
+    FREIGHT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream(dst_dev)));
+    cudaEvent_t copied = take_event(dst_dev);
+    FREIGHT_CUDA_CHECK(cudaEventRecord(copied, stream(dst_dev)));
+    set_device(src_dev);
+    FREIGHT_CUDA_CHECK(cudaStreamWaitEvent(stream(src_dev), copied, 0));
+    recycle_event(dst_dev, copied);
   }
 
   void memset(void* dst, int value, size_t bytes, int index) override {
@@ -429,7 +506,10 @@ class CudaBackend final : public DeviceBackend {
   void* allocate_pinned(size_t bytes, int index) override {
     size_t size = round_block_size(bytes);
     std::lock_guard<std::mutex> lock(pinned_mu_);
-    if (void* p = pinned_.take(size, event_done)) return p;
+    if (void* p = pinned_.take(size, event_done)) {
+      emulation_block_handed_out(p, bytes, size);
+      return p;
+    }
     set_device(index);  // the context that allocates it: never device 0 by accident
     void* p = nullptr;
     cudaError_t err = cudaHostAlloc(&p, size, cudaHostAllocPortable);
@@ -455,11 +535,14 @@ class CudaBackend final : public DeviceBackend {
       FREIGHT_CUDA_CHECK(ev_err);
     }
     pinned_.add_fresh(p, size, ev, index);
+    emulation_block_handed_out(p, bytes, size);
     return p;
   }
 
-  void deallocate_pinned(void* p, size_t, int) override {
+  void deallocate_pinned(void* p, size_t bytes, int) override {
     std::lock_guard<std::mutex> lock(pinned_mu_);
+    // (Poisoned while free: a copy still queued from it runs at once in the emulation.)
+    emulation_block_cached(p, round_block_size(bytes));
     pinned_.give_back(p);
   }
 
@@ -543,14 +626,18 @@ class CudaBackend final : public DeviceBackend {
       end_capture(index, /*retire=*/true);
       FREIGHT_CUDA_CHECK(inst);
     }
-    end_capture(index, /*retire=*/false);
-    return std::make_unique<CudaGraph>(this, index, exec, pool, rng_start,
+    std::vector<GraphConstant> constants = end_capture(index, /*retire=*/false);
+    return std::make_unique<CudaGraph>(this, index, exec, pool, std::move(constants), rng_start,
                                        gen.offset() - rng_start);
   }
 
-  void retire_pool(int index, BlockCache::PoolId pool) {
+  // The graph is gone and the device has finished with it: its constants and then its whole
+  // pool join the shared cache.
+  void retire_pool(int index, BlockCache::PoolId pool, const std::vector<GraphConstant>& constants) {
     std::lock_guard<std::mutex> lock(mu_);
-    dev(index).cache.retire_pool(pool);
+    PerDevice& d = dev(index);
+    for (const GraphConstant& c : constants) d.cache.give_back(c.p, c.size);
+    d.cache.retire_pool(pool);
   }
   void set_deterministic(bool on) override { cuda::set_deterministic(on); }
 
@@ -558,6 +645,7 @@ class CudaBackend final : public DeviceBackend {
   struct Capture {
     BlockCache::PoolId pool;
     std::thread::id thread;
+    std::vector<GraphConstant> constants = {};
   };
   struct PerDevice {
     BlockCache cache;
@@ -606,12 +694,20 @@ class CudaBackend final : public DeviceBackend {
         bytes, free_b, in_use);
   }
 
-  void end_capture(int index, bool retire) {
+  // Ends the bookkeeping of a capture; returns its constants (given back already when the
+  // capture failed and its pool is retired).
+  std::vector<GraphConstant> end_capture(int index, bool retire) {
     std::lock_guard<std::mutex> lock(mu_);
     PerDevice& d = dev(index);
-    if (!d.capture) return;
-    if (retire) d.cache.retire_pool(d.capture->pool);
+    if (!d.capture) return {};
+    std::vector<GraphConstant> constants = std::move(d.capture->constants);
+    if (retire) {
+      for (const GraphConstant& c : constants) d.cache.give_back(c.p, c.size);
+      d.cache.retire_pool(d.capture->pool);
+      constants.clear();
+    }
     d.capture.reset();
+    return constants;
   }
 
   void release_locked(int index) {
@@ -620,7 +716,10 @@ class CudaBackend final : public DeviceBackend {
     // Blocks may still be in use by queued work. A deferred error is left for the next
     // synchronize or copy to report (this runs inside allocate and empty_cache).
     FREIGHT_CUDA_CHECK(cudaStreamSynchronize(stream(index)));
-    d.cache.release_shared([](void* p) { FREIGHT_CUDA_CHECK(cudaFree(p)); });
+    d.cache.release_shared([](void* p, size_t size) {
+      emulation_block_released(p, size);
+      FREIGHT_CUDA_CHECK(cudaFree(p));
+    });
   }
 
   static bool event_done(PinnedCache::Event e) {
@@ -634,7 +733,8 @@ class CudaBackend final : public DeviceBackend {
   }
 
   void release_pinned_locked() {
-    pinned_.release(event_done, [](void* p, PinnedCache::Event e) {
+    pinned_.release(event_done, [](void* p, size_t size, PinnedCache::Event e) {
+      emulation_block_released(p, size);
       FREIGHT_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
       FREIGHT_CUDA_CHECK(cudaFreeHost(p));
     });
@@ -653,7 +753,7 @@ CudaGraph::~CudaGraph() {
     (void)cudaStreamSynchronize(stream(device_));
     (void)cudaGraphExecDestroy(exec_);
     (void)cudaGetLastError();
-    backend_->retire_pool(device_, pool_);
+    backend_->retire_pool(device_, pool_, constants_);
   } catch (...) {  // a destructor must not throw; the pool stays reserved
   }
 }
@@ -661,9 +761,20 @@ CudaGraph::~CudaGraph() {
 }  // namespace
 }  // namespace freight::cuda
 
+namespace freight::cuda {
+namespace {
+CudaBackend& the_backend() {
+  static CudaBackend* backend = new CudaBackend();  // lives as long as the process
+  return *backend;
+}
+}  // namespace
+void* allocate_graph_constant(int device, size_t bytes) {
+  return the_backend().allocate_constant(bytes, device);
+}
+}  // namespace freight::cuda
+
 namespace freight {
 void register_cuda_backend() {
-  static cuda::CudaBackend* backend = new cuda::CudaBackend();  // lives as long as the process
-  register_backend(DeviceType::CUDA, backend);
+  register_backend(DeviceType::CUDA, &cuda::the_backend());
 }
 }  // namespace freight

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "freight/dtype.h"
@@ -20,6 +21,13 @@ cudaStream_t copy_stream(int device);
 // The cuBLAS handle of `device`, bound to its stream, with a workspace of its own (so cuBLAS
 // never allocates, which a CUDA graph capture would not allow).
 cublasHandle_t cublas(int device);
+
+// A device buffer of `bytes` for the CUDA graph this thread is capturing on `device`, whose
+// contents the host writes outside the graph and every replay reads (the optimizers' tables).
+// It is never a block that the capture's other allocations use or reuse (the graph's pool
+// recycles blocks freed during the capture, and a replay would overwrite them), and it is
+// freed when the graph is destroyed. Only during a capture.
+void* allocate_graph_constant(int device, size_t bytes);
 
 // Random numbers inside CUDA graphs. A kernel that draws from Philox at (seed, offset) gets the
 // offset by value, which a graph would replay unchanged: the same dropout mask every step. So

@@ -31,10 +31,13 @@
 // 1 − β2ᵗ} instead and derive the step size, √(1 − β2ᵗ) and AdamW's 1 − lr·wd from it on the
 // device, in double as the host would (the product unfused), so a replay uses the current lr
 // and bias corrections and matches the eager path bit for bit. Every parameter is then at the
-// same step count (the optimizer checks it), so there is one group. A table built during a
-// capture (the step's gradients live in the graph's pool, so the eager steps' tables miss) is
-// uploaded on the copy stream, outside the graph, and is never evicted afterwards: the graph
-// reads it at every replay. A table that hits during a capture is kept likewise.
+// same step count (the optimizer checks it), so there is one group.
+//
+// During a capture the cache is bypassed: the table is written once, outside the graph, and
+// read by every replay, so it lives in a graph constant (allocate_graph_constant): a block the
+// graph's pool never hands to any other allocation of the capture (a block freed earlier in the
+// capture would be rewritten by its old user's kernels at every replay, before the optimizer
+// reads it), owned by the graph and freed with it, so a re-capture leaves nothing behind.
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -163,7 +166,12 @@ struct CachedTable {
   Tensor table;  // device bytes
   MultiTensorLayout layout;
   uint64_t last_use = 0;
-  bool in_graph = false;  // used by a captured launch: a graph may read it at any replay
+};
+
+// What a launch reads: the table's device bytes and their layout.
+struct DeviceTable {
+  const unsigned char* base = nullptr;
+  MultiTensorLayout layout;
 };
 
 struct TableCache {
@@ -204,9 +212,18 @@ void upload_outside_capture(void* dst, const std::vector<unsigned char>& bytes, 
   FREIGHT_CUDA_CHECK(err);
 }
 
-// The device table holding tc.entries (call with tc.mu held; valid until the next call).
-const CachedTable& device_table(TableCache& tc, TableKind kind, int dev) {
-  const bool in_capture = capturing(dev);
+// The device table holding tc.entries (call with tc.mu held). Outside a capture it comes from
+// the cache (valid until the next call); inside one it is a constant of the graph.
+DeviceTable device_table(TableCache& tc, TableKind kind, int dev) {
+  if (capturing(dev)) {
+    DeviceTable t;
+    t.layout = build_multi_tensor_table(tc.entries, tc.bytes);
+    if (tc.bytes.empty()) return t;
+    void* constant = allocate_graph_constant(dev, tc.bytes.size());
+    upload_outside_capture(constant, tc.bytes, dev);
+    t.base = static_cast<const unsigned char*>(constant);
+    return t;
+  }
   tc.key.clear();
   tc.key.push_back(kind);
   tc.key.push_back(uint64_t(dev));
@@ -220,39 +237,32 @@ const CachedTable& device_table(TableCache& tc, TableKind kind, int dev) {
     tc.key.push_back((uint64_t(uint32_t(e.dtype)) << 32) | uint32_t(e.aux));
   }
   ++tc.clock;
+  auto view = [](const CachedTable& t) {
+    return DeviceTable{static_cast<const unsigned char*>(t.table.data_ptr()), t.layout};
+  };
   for (CachedTable& t : tc.tables)
     if (t.key == tc.key) {
       t.last_use = tc.clock;
-      t.in_graph = t.in_graph || in_capture;
-      return t;
+      return view(t);
     }
   CachedTable fresh;
   fresh.key = tc.key;
   fresh.last_use = tc.clock;
   fresh.layout = build_multi_tensor_table(tc.entries, tc.bytes);
-  fresh.in_graph = in_capture;
   fresh.table = Tensor::empty({int64_t(tc.bytes.size())}, DType::U8, Device::cuda(dev));
-  if (!tc.bytes.empty()) {
-    if (in_capture)
-      upload_outside_capture(fresh.table.data_ptr(), tc.bytes, dev);
-    else
-      FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(), tc.bytes.size(),
-                                         cudaMemcpyHostToDevice, stream(dev)));
-  }
-  // Evict the least recently used table that no graph uses, once kCachedTables are evictable.
-  CachedTable* oldest = nullptr;
-  size_t evictable = 0;
-  for (CachedTable& t : tc.tables) {
-    if (t.in_graph) continue;
-    ++evictable;
-    if (!oldest || t.last_use < oldest->last_use) oldest = &t;
-  }
-  if (evictable < kCachedTables || !oldest) {
+  if (!tc.bytes.empty())
+    FREIGHT_CUDA_CHECK(cudaMemcpyAsync(fresh.table.data_ptr(), tc.bytes.data(), tc.bytes.size(),
+                                       cudaMemcpyHostToDevice, stream(dev)));
+  // Keep at most kCachedTables: the least recently used one makes room.
+  if (tc.tables.size() < kCachedTables) {
     tc.tables.push_back(std::move(fresh));
-    return tc.tables.back();
+    return view(tc.tables.back());
   }
+  CachedTable* oldest = &tc.tables[0];
+  for (CachedTable& t : tc.tables)
+    if (t.last_use < oldest->last_use) oldest = &t;
   *oldest = std::move(fresh);
-  return *oldest;
+  return view(*oldest);
 }
 
 int32_t dtype_code(const Tensor& t, const char* kernel) {
@@ -316,7 +326,7 @@ void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>&
   for (size_t k = 0; k < params.size(); ++k)
     tc.entries.push_back(entry_for(params[k], grads[k], with_buffers ? &momentum[k] : nullptr,
                                    nullptr, with_buffers && fresh[k] ? 1 : 0, k, dev, "sgd_step"));
-  const CachedTable& t = device_table(tc, kSgdTable, dev);
+  const DeviceTable t = device_table(tc, kSgdTable, dev);
   if (t.layout.chunks == 0) return;
   SgdArgs a{};
   a.lr = cfg.lr;
@@ -326,7 +336,7 @@ void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>&
   a.decay = cfg.weight_decay != 0;
   a.nesterov = cfg.nesterov;
   a.scalars = step_scalars(cfg.scalars, 1, dev, "sgd_step");
-  auto* base = static_cast<unsigned char*>(t.table.data_ptr());
+  const unsigned char* base = t.base;
   sgd_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
       reinterpret_cast<const MultiTensorEntry*>(base),
       reinterpret_cast<const MultiTensorChunk*>(base + t.layout.chunks_offset()), t.layout.chunks,
@@ -384,9 +394,9 @@ void adam_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>
           entry_for(params[k], grads[k], &exp_avg[k], &exp_avg_sq[k], gi, k, dev, "adam_step"));
     }
     begin = k;
-    const CachedTable& t = device_table(tc, kAdamTable, dev);
+    const DeviceTable t = device_table(tc, kAdamTable, dev);
     if (t.layout.chunks == 0) continue;
-    auto* base = static_cast<unsigned char*>(t.table.data_ptr());
+    const unsigned char* base = t.base;
     adam_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
         reinterpret_cast<const MultiTensorEntry*>(base),
         reinterpret_cast<const MultiTensorChunk*>(base + t.layout.chunks_offset()), t.layout.chunks,

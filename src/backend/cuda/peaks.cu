@@ -52,11 +52,13 @@ struct Blas {
 };
 struct DeviceBuffer {
   void* p = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
+  // Filled on `s`, the stream that times the work reading it: a plain cudaMemset would go to the
+  // legacy default stream, which a non-blocking stream does not wait for.
+  DeviceBuffer(size_t bytes, cudaStream_t s) {
     FREIGHT_CUDA_CHECK(cudaMalloc(&p, bytes));
     // A normal, finite bit pattern in every dtype used here (0x3C3C3C3C ≈ 0.0115 as float32,
     // 0x3C3C ≈ 0.0115 as bfloat16): no NaNs, no denormals.
-    FREIGHT_CUDA_CHECK(cudaMemset(p, 0x3C, bytes));
+    FREIGHT_CUDA_CHECK(cudaMemsetAsync(p, 0x3C, bytes, s));
   }
   ~DeviceBuffer() { (void)cudaFree(p); }
 };
@@ -131,7 +133,7 @@ void measure_cuda(int index, DevicePeaks& p) {
   int n = free_b > (size_t(4) << 30) ? 8192 : 4096;
   size_t mat = size_t(n) * size_t(n) * sizeof(float);
   {
-    DeviceBuffer a(mat), b(mat), c(mat);
+    DeviceBuffer a(mat, s), b(mat, s), c(mat, s);
     Blas blas(s);
     FREIGHT_CUDA_CHECK(cublasSetMathMode(blas.h, CUBLAS_DEFAULT_MATH));  // FP32, no TF32
     std::vector<double> runs;
@@ -169,7 +171,7 @@ void measure_cuda(int index, DevicePeaks& p) {
   size_t mem_copy_bytes = std::min(size_t(1) << 30, free_b / 8);
   {
     size_t bytes = mem_copy_bytes;
-    DeviceBuffer src(bytes), dst(bytes);
+    DeviceBuffer src(bytes, s), dst(bytes, s);
     double t = event_seconds(s, 7, 2, [&] {
       FREIGHT_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
     });
@@ -180,7 +182,7 @@ void measure_cuda(int index, DevicePeaks& p) {
     cudaDeviceProp prop{};
     FREIGHT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     size_t bytes = std::max<size_t>(size_t(prop.l2CacheSize) / 4, size_t(1) << 16);
-    DeviceBuffer src(bytes), dst(bytes);
+    DeviceBuffer src(bytes, s), dst(bytes, s);
     double t = event_seconds(s, 7, 50, [&] {
       FREIGHT_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice, s));
     });
@@ -192,7 +194,7 @@ void measure_cuda(int index, DevicePeaks& p) {
   // ---- host <-> device: 256 MiB from pinned and from pageable host memory ----
   {
     size_t bytes = std::min(size_t(256) << 20, free_b / 8);
-    DeviceBuffer dev(bytes);
+    DeviceBuffer dev(bytes, s);
     PinnedBuffer pinned(bytes);
     std::vector<char> pageable(bytes, 1);
     auto copy = [&](void* dst, const void* src, cudaMemcpyKind kind) {

@@ -1,18 +1,50 @@
 #!/bin/bash
 # Builds the CPU emulation of the CUDA backend and runs the CUDA tests and the op table's
-# CudaMatchesCpu entries under it, in both warp schedules (README.md). Usage:
-#   tests/cuda/emulation/run.sh [build-dir] [extra gtest filter]
-# The first build compiles the whole engine with sanitizers: several minutes on two cores.
+# CudaMatchesCpu entries under it, in both warp schedules (lockstep, EMU_SERIAL=1) and both
+# allocator modes (EMU_ALLOCATOR=exact|rounded): four runs, two at a time, each logged to
+# <build-dir>/run-<schedule>-<allocator>.log (README.md). Usage:
+#   tests/cuda/emulation/run.sh [build-dir] [extra gtest filter for cuda_tests]
+# Exits non-zero when any run fails, after printing the failing runs' logs' tails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../../build-cuda-emulation}
 filter=${2:-*}
 cmake -S "$here" -B "$build" -G Ninja > /dev/null
-ninja -C "$build" -j2
-export ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=2 FREIGHT_SOURCE_DIR="$here/../../.."
-for schedule in lockstep serial; do
-  echo "== warp schedule: $schedule"
-  if [ "$schedule" = serial ]; then export EMU_SERIAL=1; fi
-  "$build/cuda_tests" --gtest_filter="$filter" --gtest_brief=1
-  "$build/ops_tests" --gtest_filter="*CudaMatchesCpu*" --gtest_brief=1
+ninja -C "$build" -j"$(nproc)"
+export ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 FREIGHT_SOURCE_DIR="$here/../../.."
+
+one_run() {  # schedule allocator; leaves the exit status in run-<schedule>-<allocator>.rc
+  local log="$build/run-$1-$2.log" rc=0
+  (
+    if [ "$1" = serial ]; then export EMU_SERIAL=1; else unset EMU_SERIAL; fi
+    export EMU_ALLOCATOR=$2
+    "$build/cuda_tests" --gtest_filter="$filter" --gtest_brief=1 &&
+      "$build/ops_tests" --gtest_filter="*CudaMatchesCpu*" --gtest_brief=1
+  ) > "$log" 2>&1 || rc=$?
+  echo "$rc" > "$build/run-$1-$2.rc"
+}
+
+combos=("lockstep exact" "serial rounded" "lockstep rounded" "serial exact")
+jobs=$(nproc)
+failed=()
+start=$SECONDS
+rm -f "$build"/run-*.rc
+for combo in "${combos[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
+  # shellcheck disable=SC2086
+  one_run $combo &
 done
+wait
+for combo in "${combos[@]}"; do
+  # shellcheck disable=SC2086
+  set -- $combo
+  if [ "$(cat "$build/run-$1-$2.rc")" = 0 ]; then
+    echo "== emulation $1 schedule, $2 allocator: passed ($(grep -ho '[0-9]* tests\? from [0-9]* test suites\? ran' "$build/run-$1-$2.log" | paste -sd ';' -))"
+  else
+    echo "== emulation $1 schedule, $2 allocator: FAILED (log: $build/run-$1-$2.log)"
+    tail -40 "$build/run-$1-$2.log"
+    failed+=("$combo")
+  fi
+done
+echo "== emulation: $(( ${#combos[@]} - ${#failed[@]} )) of ${#combos[@]} runs passed in $(( SECONDS - start )) s"
+[ ${#failed[@]} -eq 0 ]

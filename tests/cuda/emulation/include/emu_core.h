@@ -2,7 +2,7 @@
 // thread and block indices, launches, __syncthreads, warp shuffles and a few intrinsics. A
 // verification aid for machines without a GPU (README.md), never linked into the engine.
 //
-// Blocks run one after another. The threads of a block are ucontext coroutines on one OS
+// Blocks run one after another. The threads of a block are fibers (emu_fiber.h) on one OS
 // thread; a thread runs until it reaches a barrier or returns. __syncthreads is released when
 // every thread of the block is waiting at it (a thread that returns first is reported as a
 // divergent barrier), a shuffle when all 32 lanes of its warp are waiting (a shuffle that not
@@ -16,7 +16,7 @@
 // by value, and runs only when the graph is launched. Nothing of a captured step runs at capture
 // time, so a test that replays a graph checks that the step's effects come from the replay.
 #pragma once
-#include <ucontext.h>
+#include "emu_fiber.h"
 
 #define __global__
 #define __device__
@@ -24,6 +24,7 @@
 #define __forceinline__ inline
 #define __shared__ static  // blocks run one at a time, so one static array per kernel suffices
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -53,10 +54,9 @@ namespace emu {
 enum State { Runnable, AtBlockBarrier, AtWarpBarrier, Finished };
 
 struct Scheduler {
-  std::vector<ucontext_t> ctx;
+  std::vector<Fiber> fibers;  // one per thread of the block
   std::vector<State> state;
-  std::vector<std::vector<char>> stacks;
-  ucontext_t main;
+  Fiber main;                 // the host thread that runs the grid
   unsigned cur = 0;
   std::function<void()> body;
   uint64_t warp_slots[32 * 32];  // shuffle values, per warp and lane
@@ -69,14 +69,21 @@ inline int g_last_error = 0;  // a cudaError_t value, returned once by cudaGetLa
   std::abort();
 }
 
-inline void trampoline() {
+// A thread's whole life: the kernel body, then back to the scheduler for good (the fiber is
+// restarted from scratch for the next block).
+[[noreturn]] inline void thread_entry() {
+  const void* bottom = nullptr;
+  size_t size = 0;
+  fiber_arrived(&bottom, &size);
+  if (bottom) g.main.bottom = bottom, g.main.size = size;
   g.body();
   g.state[g.cur] = Finished;
-  swapcontext(&g.ctx[g.cur], &g.main);
+  fiber_switch(g.fibers[g.cur], g.main, /*from_exits=*/true);
+  die("a finished thread was resumed");
 }
 
 inline void yield_to_scheduler() {
-  swapcontext(&g.ctx[g.cur], &g.main);
+  fiber_switch(g.fibers[g.cur], g.main);
 }
 
 inline bool serial_schedule() {
@@ -88,23 +95,17 @@ inline bool serial_schedule() {
 inline void step(unsigned t) {
   g.cur = t;
   threadIdx.x = t;
-  swapcontext(&g.main, &g.ctx[t]);
+  fiber_switch(g.main, g.fibers[t]);
 }
 
 inline void run_block(unsigned threads) {
-  if (g.ctx.size() < threads) {
-    g.ctx.resize(threads);
-    g.stacks.resize(threads);
-    for (auto& s : g.stacks) s.resize(128 * 1024);
+  if (g.fibers.size() < threads) {
+    g.fibers.resize(threads);
+    for (auto& f : g.fibers)
+      if (f.stack.empty()) f.stack.resize(128 * 1024);
   }
   g.state.assign(threads, Runnable);
-  for (unsigned t = 0; t < threads; ++t) {
-    getcontext(&g.ctx[t]);
-    g.ctx[t].uc_stack.ss_sp = g.stacks[t].data();
-    g.ctx[t].uc_stack.ss_size = g.stacks[t].size();
-    g.ctx[t].uc_link = nullptr;
-    makecontext(&g.ctx[t], trampoline, 0);
-  }
+  for (unsigned t = 0; t < threads; ++t) fiber_start(g.fibers[t], thread_entry);
   static uint64_t rng = 88172645463325252ull;  // xorshift64
   auto next = [] {
     rng ^= rng << 13;
@@ -206,7 +207,14 @@ struct Config {
       : grid(g), block(b), shmem(sh), stream(st) {}
 };
 
+// Threads run by all launches so far: a measure of a kernel's work that tests can bound
+// (tests/cuda/emulation_checks_test.cpp).
+inline std::atomic<uint64_t> g_threads_run{0};
+inline std::atomic<uint64_t> g_blocks_run{0};
+
 inline void run_grid(dim3 grid, dim3 block, std::function<void()> body) {
+  g_threads_run += uint64_t(grid.x) * block.x;
+  g_blocks_run += grid.x;
   gridDim = grid;
   blockDim = block;
   g.body = std::move(body);
