@@ -2,9 +2,14 @@
 // libraries); every test skips on a real GPU and without one.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 
 #include "common/test_util.h"
 #include "freight/freight.h"
+#include "ops/kernels/conv.h"
+#include "ops/kernels/embedding.h"
+#include "ops/kernels/norm.h"
 
 #ifdef FREIGHT_CUDA_EMULATION
 #include <cublas_v2.h>  // the emulated cuBLAS (tests/cuda/emulation/include)
@@ -38,6 +43,100 @@ TEST(EmulatedCublas, GemmsRunInFreightsWorkspace) {
   // earlier test would have counted too.
   EXPECT_EQ(emu::g_cublas_default_workspaces.load(), 0)
       << "a GEMM ran without Freight's workspace: cuBLAS allocated its default pool";
+#endif
+}
+
+// The embedding backward's work follows the lookups (a sort of them, then one thread per
+// looked-up element), not vocabulary × dim × lookups: at a 50k vocabulary the old kernel (one
+// thread per weight element, each walking every lookup) launched 800k threads here and cost
+// seconds per step on a GPU. Its result stays bit-identical to the CPU's.
+TEST(EmulatedWork, EmbeddingBackwardScalesWithTheLookupsNotTheVocabulary) {
+#ifndef FREIGHT_CUDA_EMULATION
+  GTEST_SKIP() << "counts the emulation's threads";
+#else
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  const int64_t vocab = 50000, dim = 16, lookups = 2048;
+  Generator gen(11);
+  Tensor idx = Tensor::randint({lookups}, 0, vocab, Device::cpu(), &gen);
+  idx.data<int64_t>()[7] = idx.data<int64_t>()[100];  // at least one repeated row
+  Tensor w = Tensor::normal({vocab, dim}, 0, 1, DType::F32, Device::cpu(), &gen);
+  Tensor g = Tensor::normal({lookups, dim}, 0, 1, DType::F32, Device::cpu(), &gen);
+  Tensor gw_cpu = Tensor::empty({vocab, dim}, DType::F32, Device::cpu());
+  kernels::embedding_backward(DeviceType::CPU, idx, g, gw_cpu);
+  Tensor idx_gpu = idx.to(kGpu), g_gpu = g.to(kGpu);
+  Tensor gw_gpu = Tensor::full({vocab, dim}, std::nan(""), DType::F32, kGpu);  // poisoned
+  uint64_t before = emu::g_threads_run.load();
+  kernels::embedding_backward(DeviceType::CUDA, idx_gpu, g_gpu, gw_gpu);
+  synchronize(kGpu);
+  uint64_t threads = emu::g_threads_run.load() - before;
+  // A bitonic sort of 2048 keys is 66 passes of 2048 threads; the sums take lookups × dim.
+  const uint64_t budget = 2 * (66 * 2048 + lookups * dim + 2048);
+  EXPECT_LE(threads, budget) << "the backward launched work in proportion to the vocabulary";
+  EXPECT_EQ(gw_gpu.to_float_vector(), gw_cpu.to_float_vector());
+#endif
+}
+
+// Per-channel reductions (batch norm's statistics and gradients, a convolution's bias gradient)
+// split each channel over many blocks: one block per channel left a GPU of 132 SMs mostly idle
+// at 64 channels. 16 channels of 16·32·32 values must use at least 8 blocks each, and give the
+// CPU's results within the op table's tolerance.
+TEST(EmulatedWork, ChannelReductionsSplitEachChannelOverManyBlocks) {
+#ifndef FREIGHT_CUDA_EMULATION
+  GTEST_SKIP() << "counts the emulation's blocks";
+#else
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  const int64_t n = 16, c = 16, s = 32 * 32;
+  Generator gen(12);
+  Tensor x = Tensor::normal({n, c, 32, 32}, 0.5, 2, DType::F32, kGpu, &gen);
+  Tensor gy = Tensor::normal({n, c, 32, 32}, 0, 1, DType::F32, kGpu, &gen);
+  auto blocks_of = [](const std::function<void()>& work) {
+    uint64_t before = emu::g_blocks_run.load();
+    work();
+    synchronize(kGpu);
+    return emu::g_blocks_run.load() - before;
+  };
+  auto close = [](const Tensor& gpu, const Tensor& cpu, const char* what) {
+    std::vector<double> a = gpu.to_double_vector(), b = cpu.to_double_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::fabs(b[i]))) << what << " " << i;
+  };
+  Tensor mean = Tensor::empty({c}, DType::F32, kGpu), var = mean.clone(), invstd = mean.clone();
+  uint64_t stats_blocks = blocks_of(
+      [&] { kernels::batch_norm_stats(DeviceType::CUDA, x, n, c, s, 1e-5, mean, var, invstd); });
+  EXPECT_GE(stats_blocks, uint64_t(8 * c)) << "batch norm statistics";
+  Tensor xc = x.to(Device::cpu()), gyc = gy.to(Device::cpu());
+  Tensor mc = Tensor::empty({c}, DType::F32, Device::cpu()), vc = mc.clone(), ic = mc.clone();
+  kernels::batch_norm_stats(DeviceType::CPU, xc, n, c, s, 1e-5, mc, vc, ic);
+  close(mean, mc, "mean");
+  close(var, vc, "var");
+
+  Tensor gx = Tensor::empty(x.shape(), DType::F32, kGpu), gw = mean.clone(), gb = mean.clone();
+  Tensor w = Tensor::normal({c}, 1, 0.5, DType::F32, kGpu, &gen), none;
+  uint64_t bn_backward_blocks = blocks_of([&] {
+    kernels::batch_norm_backward(DeviceType::CUDA, gy, x, mean, invstd, w, none, false, true, n,
+                                 c, s, gx, gw, gb);
+  });
+  EXPECT_GE(bn_backward_blocks, uint64_t(8 * c)) << "batch norm backward";
+  Tensor gxc = Tensor::empty(x.shape(), DType::F32, Device::cpu()), gwc = mc.clone(),
+         gbc = mc.clone(), wc = w.to(Device::cpu());
+  kernels::batch_norm_backward(DeviceType::CPU, gyc, xc, mc, ic, wc, none, false, true, n, c, s,
+                               gxc, gwc, gbc);
+  close(gw, gwc, "gweight");
+  close(gb, gbc, "gbias");
+  close(gx, gxc, "gx");
+
+  // A 1×1 convolution from one input channel to 16: only the bias gradient is wanted.
+  Conv2dGeometry g{n, 1, 32, 32, c, 1, 1, 32, 32, 1, 1, 0, 0, 1, 1};
+  Tensor x1 = Tensor::normal({n, 1, 32, 32}, 0, 1, DType::F32, kGpu, &gen);
+  Tensor conv_gb = Tensor::empty({c}, DType::F32, kGpu), no_gw;
+  uint64_t bias_blocks = blocks_of(
+      [&] { kernels::conv2d_backward_weight(DeviceType::CUDA, gy, x1, g, no_gw, conv_gb); });
+  EXPECT_GE(bias_blocks, uint64_t(8 * c)) << "convolution bias gradient";
+  Tensor conv_gbc = Tensor::empty({c}, DType::F32, Device::cpu());
+  Tensor x1c = x1.to(Device::cpu());
+  kernels::conv2d_backward_weight(DeviceType::CPU, gyc, x1c, g, no_gw, conv_gbc);
+  close(conv_gb, conv_gbc, "conv bias gradient");
 #endif
 }
 

@@ -4,9 +4,9 @@
 //   weight gradient  cudnnConvolutionBackwardFilter gw = Σ_images gy ⋆ x
 // The bias is added to y, and its gradient summed from gy, by two small kernels of our own:
 //   bias add:  one thread per element of y, 256 per block, grid-stride.
-//   bias grad: one block per output channel (grid-stride over channels), threads_for_row of the
-//              n·oh·ow values each, summed in double and combined by block_reduce in a fixed
-//              order (reproducible; no atomics).
+//   bias grad: the sum of gy over images and pixels per output channel, split over many
+//              blocks per channel and combined in a fixed order (channel_reduce.cuh:
+//              reproducible, no atomics), in double.
 // Without input channels (c = 0) the convolution is empty: y is the bias (or 0) and the weight
 // gradient has no elements; cuDNN is not called.
 //
@@ -42,6 +42,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/block_reduce.cuh"
+#include "backend/cuda/channel_reduce.cuh"
 #include "backend/cuda/conv_plan_cache.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
@@ -64,17 +65,31 @@ __global__ void bias_forward_kernel(const T* bias, int64_t channels, int64_t pla
   }
 }
 
+// Part sums of gy for block b = channel·parts + part.
 template <class T>
-__global__ void bias_grad_kernel(const T* gy, int64_t images, int64_t channels, int64_t plane,
-                                 T* gb) {
+__global__ void bias_grad_parts_kernel(const T* gy, int64_t images, int64_t channels,
+                                       int64_t plane, ChannelSplit sp, double* partial) {
   __shared__ double scratch[32];
   const int64_t m = images * plane;
-  for (int64_t ch = blockIdx.x; ch < channels; ch += gridDim.x) {  // uniform across the block
+  for (int64_t b = blockIdx.x; b < channels * sp.parts; b += gridDim.x) {  // uniform per block
+    const int64_t ch = b / sp.parts, lo = (b % sp.parts) * sp.chunk;
+    const int64_t hi = lo + sp.chunk < m ? lo + sp.chunk : m;
     double acc = 0;
-    for (int64_t q = threadIdx.x; q < m; q += blockDim.x)
-      acc += double(gy[((q / plane) * channels + ch) * plane + q % plane]);
+    for (int64_t q = lo + threadIdx.x; q < hi; q += blockDim.x)
+      acc += double(gy[channel_offset(q, ch, channels, plane)]);
     acc = block_reduce(acc, 0.0, SumOp{}, scratch);
-    if (threadIdx.x == 0) gb[ch] = T(acc);
+    if (threadIdx.x == 0) partial[b] = acc;
+  }
+}
+
+template <class T>
+__global__ void bias_grad_finish_kernel(const double* partial, int64_t channels, int64_t parts,
+                                        T* gb) {
+  for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < channels;
+       ch += int64_t(gridDim.x) * blockDim.x) {
+    double acc = 0;
+    for (int64_t p = 0; p < parts; ++p) acc += partial[ch * parts + p];  // part order
+    gb[ch] = T(acc);
   }
 }
 
@@ -439,8 +454,16 @@ void backward_weight_cuda(const Tensor& gy, const Tensor& x, const Conv2dGeometr
     }
     if (want_b && g.o > 0) {
       const int64_t plane = g.oh * g.ow;
-      bias_grad_kernel<T><<<blocks_for_rows(g.o), threads_for_row(g.n * plane), 0, stream(dev)>>>(
-          static_cast<const T*>(gy.data_ptr()), g.n, g.o, plane, static_cast<T*>(gb.data_ptr()));
+      const unsigned threads = threads_for_row(g.n * plane);
+      const ChannelSplit sp = channel_split(g.o, g.n * plane, threads);
+      Tensor partial = Tensor::empty({g.o * sp.parts}, DType::F64, gy.device());
+      bias_grad_parts_kernel<T><<<blocks_for_rows(g.o * sp.parts), threads, 0, stream(dev)>>>(
+          static_cast<const T*>(gy.data_ptr()), g.n, g.o, plane, sp,
+          static_cast<double*>(partial.data_ptr()));
+      FREIGHT_CUDA_CHECK_LAUNCH();
+      bias_grad_finish_kernel<T><<<blocks_for(g.o), 256, 0, stream(dev)>>>(
+          static_cast<const double*>(partial.data_ptr()), g.o, sp.parts,
+          static_cast<T*>(gb.data_ptr()));
       FREIGHT_CUDA_CHECK_LAUNCH();
     }
   });
