@@ -114,8 +114,8 @@ TEST(EmulatedWork, ChannelReductionsSplitEachChannelOverManyBlocks) {
   Tensor gx = Tensor::empty(x.shape(), DType::F32, kGpu), gw = mean.clone(), gb = mean.clone();
   Tensor w = Tensor::normal({c}, 1, 0.5, DType::F32, kGpu, &gen), none;
   uint64_t bn_backward_blocks = blocks_of([&] {
-    kernels::batch_norm_backward(DeviceType::CUDA, gy, x, mean, invstd, w, none, false, true, n,
-                                 c, s, gx, gw, gb);
+    kernels::batch_norm_backward(DeviceType::CUDA, gy, x, mean, invstd, w, none, false, true, n, c,
+                                 s, gx, gw, gb);
   });
   EXPECT_GE(bn_backward_blocks, uint64_t(8 * c)) << "batch norm backward";
   Tensor gxc = Tensor::empty(x.shape(), DType::F32, Device::cpu()), gwc = mc.clone(),

@@ -67,8 +67,8 @@ __global__ void bias_forward_kernel(const T* bias, int64_t channels, int64_t pla
 
 // Part sums of gy for block b = channel·parts + part.
 template <class T>
-__global__ void bias_grad_parts_kernel(const T* gy, int64_t images, int64_t channels,
-                                       int64_t plane, ChannelSplit sp, double* partial) {
+__global__ void bias_grad_parts_kernel(const T* gy, int64_t images, int64_t channels, int64_t plane,
+                                       ChannelSplit sp, double* partial) {
   __shared__ double scratch[32];
   const int64_t m = images * plane;
   for (int64_t b = blockIdx.x; b < channels * sp.parts; b += gridDim.x) {  // uniform per block
@@ -461,9 +461,9 @@ void backward_weight_cuda(const Tensor& gy, const Tensor& x, const Conv2dGeometr
           static_cast<const T*>(gy.data_ptr()), g.n, g.o, plane, sp,
           static_cast<double*>(partial.data_ptr()));
       FREIGHT_CUDA_CHECK_LAUNCH();
-      bias_grad_finish_kernel<T><<<blocks_for(g.o), 256, 0, stream(dev)>>>(
-          static_cast<const double*>(partial.data_ptr()), g.o, sp.parts,
-          static_cast<T*>(gb.data_ptr()));
+      bias_grad_finish_kernel<T>
+          <<<blocks_for(g.o), 256, 0, stream(dev)>>>(static_cast<const double*>(partial.data_ptr()),
+                                                     g.o, sp.parts, static_cast<T*>(gb.data_ptr()));
       FREIGHT_CUDA_CHECK_LAUNCH();
     }
   });

@@ -633,7 +633,8 @@ class CudaBackend final : public DeviceBackend {
 
   // The graph is gone and the device has finished with it: its constants and then its whole
   // pool join the shared cache.
-  void retire_pool(int index, BlockCache::PoolId pool, const std::vector<GraphConstant>& constants) {
+  void retire_pool(int index, BlockCache::PoolId pool,
+                   const std::vector<GraphConstant>& constants) {
     std::lock_guard<std::mutex> lock(mu_);
     PerDevice& d = dev(index);
     for (const GraphConstant& c : constants) d.cache.give_back(c.p, c.size);

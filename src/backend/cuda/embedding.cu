@@ -158,9 +158,9 @@ void embedding_backward_cuda(const Tensor& indices, const Tensor& grad_out, Tens
     }
   dispatch_floating(grad_weight.dtype(), "embedding_backward", [&](auto tag) {
     using T = decltype(tag);
-    embedding_segment_sum_kernel<T><<<blocks_for(n * dim), 256, 0, s>>>(
-        keys, static_cast<const T*>(grad_out.data_ptr()), n, num, dim,
-        static_cast<T*>(grad_weight.data_ptr()));
+    embedding_segment_sum_kernel<T>
+        <<<blocks_for(n * dim), 256, 0, s>>>(keys, static_cast<const T*>(grad_out.data_ptr()), n,
+                                             num, dim, static_cast<T*>(grad_weight.data_ptr()));
     FREIGHT_CUDA_CHECK_LAUNCH();
   });
 }

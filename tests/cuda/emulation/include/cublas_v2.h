@@ -69,7 +69,7 @@ inline cublasStatus_t gemm_workspace(cublasHandle_t h) {
   if (capturing(h->stream)) {
     std::lock_guard<std::mutex> lock(g_capture_mu);
     g_captures[h->stream].invalidated = true;  // an allocation inside the capture
-    return CUBLAS_STATUS_SUCCESS;               // (cudaStreamEndCapture reports it)
+    return CUBLAS_STATUS_SUCCESS;              // (cudaStreamEndCapture reports it)
   }
   if (!h->default_pool.count(h->stream)) {
     h->default_pool[h->stream] = std::malloc(kCublasDefaultWorkspace);
@@ -98,9 +98,10 @@ inline double to_double(__nv_bfloat16 v) {
 // BLAS semantics, column-major; beta == 0 never reads C. The product runs on the handle's
 // stream (recorded when it is captured), with alpha and beta read now (host pointers).
 template <class TA, class TB, class TC, class S>
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const S* alpha_p, const TA* A, int lda, long long sa, const TB* B, int ldb,
-                    long long sb, const S* beta_p, TC* C, int ldc, long long sc, int batch) {
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, const S* alpha_p, const TA* A, int lda, long long sa, const TB* B,
+                    int ldb, long long sb, const S* beta_p, TC* C, int ldc, long long sc,
+                    int batch) {
   if (m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
   if (lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
@@ -132,8 +133,8 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
 
 // cublasGemmEx's types: float32 or bfloat16 inputs, float32 output, float32 compute.
 template <class TA, class TB>
-cublasStatus_t gemm_ex_c(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                         const void* al, const void* A, int lda, long long sa, const void* B,
+cublasStatus_t gemm_ex_c(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                         int k, const void* al, const void* A, int lda, long long sa, const void* B,
                          int ldb, long long sb, const void* be, void* C, cudaDataType_t ct, int ldc,
                          long long sc, int batch) {
   if (ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -141,18 +142,18 @@ cublasStatus_t gemm_ex_c(cublasHandle_t h, cublasOperation_t ta, cublasOperation
               static_cast<const TB*>(B), ldb, sb, static_cast<const float*>(be),
               static_cast<float*>(C), ldc, sc, batch);
 }
-inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                              const void* al, const void* A, cudaDataType_t at, int lda,
-                              long long sa, const void* B, cudaDataType_t bt, int ldb, long long sb,
-                              const void* be, void* C, cudaDataType_t ct, int ldc, long long sc,
-                              int batch, cublasComputeType_t compute) {
+inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                              int n, int k, const void* al, const void* A, cudaDataType_t at,
+                              int lda, long long sa, const void* B, cudaDataType_t bt, int ldb,
+                              long long sb, const void* be, void* C, cudaDataType_t ct, int ldc,
+                              long long sc, int batch, cublasComputeType_t compute) {
   if (compute != CUBLAS_COMPUTE_32F || at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (at == CUDA_R_16BF)
-    return gemm_ex_c<__nv_bfloat16, __nv_bfloat16>(h, ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be,
-                                                   C, ct, ldc, sc, batch);
+    return gemm_ex_c<__nv_bfloat16, __nv_bfloat16>(h, ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb,
+                                                   be, C, ct, ldc, sc, batch);
   if (at == CUDA_R_32F)
-    return gemm_ex_c<float, float>(h, ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ct, ldc, sc,
-                                   batch);
+    return gemm_ex_c<float, float>(h, ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ct, ldc,
+                                   sc, batch);
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 }  // namespace emu
@@ -166,10 +167,10 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
                       compute);
 }
 inline cublasStatus_t cublasGemmStridedBatchedEx(
-    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* al,
-    const void* A, cudaDataType_t at, int lda, long long sa, const void* B, cudaDataType_t bt,
-    int ldb, long long sb, const void* be, void* C, cudaDataType_t ct, int ldc, long long sc,
-    int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void* al, const void* A, cudaDataType_t at, int lda, long long sa, const void* B,
+    cudaDataType_t bt, int ldb, long long sb, const void* be, void* C, cudaDataType_t ct, int ldc,
+    long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
   return emu::gemm_ex(h, ta, tb, m, n, k, al, A, at, lda, sa, B, bt, ldb, sb, be, C, ct, ldc, sc,
                       batch, compute);
 }
@@ -179,13 +180,13 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
                              const T* be, T* C, int ldc) {                                        \
     return emu::gemm<T, T, T, T>(h, ta, tb, m, n, k, al, A, lda, 0, B, ldb, 0, be, C, ldc, 0, 1); \
   }
-#define EMU_GEMM_BATCHED(NAME, T)                                                               \
+#define EMU_GEMM_BATCHED(NAME, T)                                                                 \
   inline cublasStatus_t NAME(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, \
-                             int n, int k, const T* al, const T* A, int lda, long long sa,      \
-                             const T* B, int ldb, long long sb, const T* be, T* C, int ldc,     \
-                             long long sc, int batch) {                                         \
-    return emu::gemm<T, T, T, T>(h, ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ldc, sc, \
-                                 batch);                                                        \
+                             int n, int k, const T* al, const T* A, int lda, long long sa,        \
+                             const T* B, int ldb, long long sb, const T* be, T* C, int ldc,       \
+                             long long sc, int batch) {                                           \
+    return emu::gemm<T, T, T, T>(h, ta, tb, m, n, k, al, A, lda, sa, B, ldb, sb, be, C, ldc, sc,  \
+                                 batch);                                                          \
   }
 EMU_GEMM(cublasSgemm, float)
 EMU_GEMM(cublasDgemm, double)

@@ -31,7 +31,8 @@ inline bool exact_block_sizes() {
     const char* mode = std::getenv("EMU_ALLOCATOR");
     if (!mode || std::strcmp(mode, "exact") == 0) return true;
     if (std::strcmp(mode, "rounded") == 0) return false;
-    std::fprintf(stderr, "CUDA emulation: EMU_ALLOCATOR must be exact or rounded, not '%s'\n", mode);
+    std::fprintf(stderr, "CUDA emulation: EMU_ALLOCATOR must be exact or rounded, not '%s'\n",
+                 mode);
     std::abort();
   }();
   return exact;

@@ -56,7 +56,7 @@ enum State { Runnable, AtBlockBarrier, AtWarpBarrier, Finished };
 struct Scheduler {
   std::vector<Fiber> fibers;  // one per thread of the block
   std::vector<State> state;
-  Fiber main;                 // the host thread that runs the grid
+  Fiber main;  // the host thread that runs the grid
   unsigned cur = 0;
   std::function<void()> body;
   uint64_t warp_slots[32 * 32];  // shuffle values, per warp and lane

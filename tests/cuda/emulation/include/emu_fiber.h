@@ -33,8 +33,8 @@ extern "C" void emu_fiber_switch(void** save_sp, void* next_sp);
 namespace emu {
 
 struct Fiber {
-  void* sp = nullptr;          // saved stack pointer while the fiber is switched out
-  std::vector<char> stack;     // empty for the host thread's own stack
+  void* sp = nullptr;            // saved stack pointer while the fiber is switched out
+  std::vector<char> stack;       // empty for the host thread's own stack
   const void* bottom = nullptr;  // the stack's lowest address and size, for ASan
   size_t size = 0;
 };
@@ -51,8 +51,8 @@ inline void fiber_start(Fiber& f, void (*entry)()) {
   char* top = f.stack.data() + f.stack.size();
   top = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15));
   void** sp = reinterpret_cast<void**>(top);
-  *--sp = nullptr;                             // entry's (never used) return address
-  *--sp = reinterpret_cast<void*>(entry);      // where the first switch "returns" to
+  *--sp = nullptr;                              // entry's (never used) return address
+  *--sp = reinterpret_cast<void*>(entry);       // where the first switch "returns" to
   for (int i = 0; i < 6; ++i) *--sp = nullptr;  // rbp, rbx, r12-r15
   f.sp = sp;
   f.bottom = f.stack.data();
