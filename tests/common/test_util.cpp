@@ -26,6 +26,10 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
+double float32_error_bound(double tol, const Tensor& cpu_f32, const Tensor& cpu_f64) {
+  return std::max(tol, 4.0 * relative_error(cpu_f32, cpu_f64));
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   std::vector<double> x = a.to_double_vector(), y = b.to_double_vector();
   if (x.size() != y.size()) return std::numeric_limits<double>::infinity();

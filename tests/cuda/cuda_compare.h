@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/test_util.h"
@@ -41,23 +42,41 @@ inline bool same_values(const Tensor& a, const Tensor& b) {
 // Runs `f` on the CPU inputs and on copies on the GPU: the outputs must agree (relative error
 // below `tol`, or bit for bit when `exact`), and so must the gradients of every floating input
 // under L = Σ out ⊙ R for a fixed random R (when `grads`). NaN in a GPU result fails unless the
-// CPU has it in the same place (`exact`) or `allow_nan`.
+// CPU has it in the same place (`exact`). Float32 results (not `exact`) are measured against a
+// float64 CPU run of `f` when `f` takes float64, within float32_error_bound (test_util.h).
 inline void expect_cuda_matches_cpu(const std::string& what, const std::vector<Tensor>& inputs,
                                     const TensorFn& f, double tol = 1e-4, bool exact = false,
                                     bool grads = true) {
   SCOPED_TRACE(what);
   const Device gpu_device = Device::cuda(0);
-  std::vector<Tensor> cpu, gpu;
+  std::vector<Tensor> cpu, gpu, ref;
   for (const Tensor& t : inputs) {
     Tensor c = t.detach().clone(), g = t.detach().to(gpu_device);
+    Tensor r = t.dtype() == DType::F32 ? t.detach().to(DType::F64) : t.detach().clone();
     if (grads && is_floating(t.dtype())) {
       c.set_requires_grad(true);
       g.set_requires_grad(true);
+      r.set_requires_grad(true);
     }
     cpu.push_back(c);
     gpu.push_back(g);
+    ref.push_back(r);
   }
   Tensor out_cpu = f(cpu), out_gpu = f(gpu);
+  // The float64 reference, for float32 results that are compared within a tolerance.
+  Tensor out_ref;
+  if (!exact && out_cpu.dtype() == DType::F32) {
+    try {
+      out_ref = f(ref);
+    } catch (const std::exception&) {  // `f` takes float32 only: the plain comparison
+    }
+    if (out_ref.defined() && out_ref.dtype() != DType::F64) out_ref = Tensor();
+  }
+  // error(gpu, cpu): the GPU's error and the bound it must stay below.
+  auto error = [&](const Tensor& g, const Tensor& c, const Tensor& r) {
+    return r.defined() ? std::pair{relative_error(g, r), float32_error_bound(tol, c, r)}
+                       : std::pair{relative_error(g, c), tol};
+  };
   ASSERT_EQ(out_gpu.device(), gpu_device);
   ASSERT_EQ(out_gpu.shape(), out_cpu.shape());
   ASSERT_EQ(out_gpu.dtype(), out_cpu.dtype());
@@ -65,13 +84,15 @@ inline void expect_cuda_matches_cpu(const std::string& what, const std::vector<T
     EXPECT_TRUE(same_values(out_gpu, out_cpu)) << "forward differs from the CPU";
   } else {
     EXPECT_FALSE(any_nan(out_gpu)) << "an output element was not written";
-    EXPECT_LT(relative_error(out_gpu, out_cpu), tol);
+    auto [e, bound] = error(out_gpu, out_cpu, out_ref);
+    EXPECT_LT(e, bound) << "forward";
   }
   if (!grads) return;
   Generator gen(77);
   Tensor r = Tensor::normal(out_cpu.shape(), 0, 1, out_cpu.dtype(), Device::cpu(), &gen);
   sum(mul(out_cpu, r)).backward();
   sum(mul(out_gpu, r.to(gpu_device))).backward();
+  if (out_ref.defined()) sum(mul(out_ref, r.to(DType::F64))).backward();
   for (size_t i = 0; i < cpu.size(); ++i) {
     if (!cpu[i].requires_grad()) continue;
     ASSERT_TRUE(gpu[i].grad().defined()) << "no gradient for input " << i;
@@ -80,7 +101,9 @@ inline void expect_cuda_matches_cpu(const std::string& what, const std::vector<T
     } else {
       EXPECT_FALSE(any_nan(gpu[i].grad()))
           << "a gradient element of input " << i << " was not written";
-      EXPECT_LT(relative_error(gpu[i].grad(), cpu[i].grad()), tol) << "gradient of input " << i;
+      auto [e, bound] =
+          error(gpu[i].grad(), cpu[i].grad(), out_ref.defined() ? ref[i].grad() : Tensor());
+      EXPECT_LT(e, bound) << "gradient of input " << i;
     }
   }
 }
