@@ -30,6 +30,10 @@ double float32_error_bound(double tol, const Tensor& cpu_f32, const Tensor& cpu_
   return std::max(tol, 4.0 * relative_error(cpu_f32, cpu_f64));
 }
 
+double float64_error_bound(double tol, const Tensor& cpu_f32, const Tensor& cpu_f64) {
+  return std::max(tol, 4.0 * std::ldexp(relative_error(cpu_f32, cpu_f64), 24 - 53));
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   std::vector<double> x = a.to_double_vector(), y = b.to_double_vector();
   if (x.size() != y.size()) return std::numeric_limits<double>::infinity();

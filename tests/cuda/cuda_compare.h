@@ -43,16 +43,20 @@ inline bool same_values(const Tensor& a, const Tensor& b) {
 // below `tol`, or bit for bit when `exact`), and so must the gradients of every floating input
 // under L = Σ out ⊙ R for a fixed random R (when `grads`). NaN in a GPU result fails unless the
 // CPU has it in the same place (`exact`). Float32 results (not `exact`) are measured against a
-// float64 CPU run of `f` when `f` takes float64, within float32_error_bound (test_util.h).
+// float64 CPU run of `f` when `f` takes float64, within float32_error_bound; float64 results
+// against the CPU within float64_error_bound, from a float32 CPU run of `f` (test_util.h).
 inline void expect_cuda_matches_cpu(const std::string& what, const std::vector<Tensor>& inputs,
                                     const TensorFn& f, double tol = 1e-4, bool exact = false,
                                     bool grads = true) {
   SCOPED_TRACE(what);
   const Device gpu_device = Device::cuda(0);
+  // `ref` is the other precision's CPU run: float64 for float32 inputs and the reverse.
   std::vector<Tensor> cpu, gpu, ref;
   for (const Tensor& t : inputs) {
     Tensor c = t.detach().clone(), g = t.detach().to(gpu_device);
-    Tensor r = t.dtype() == DType::F32 ? t.detach().to(DType::F64) : t.detach().clone();
+    Tensor r = t.dtype() == DType::F32   ? t.detach().to(DType::F64)
+               : t.dtype() == DType::F64 ? t.detach().to(DType::F32)
+                                         : t.detach().clone();
     if (grads && is_floating(t.dtype())) {
       c.set_requires_grad(true);
       g.set_requires_grad(true);
@@ -63,19 +67,21 @@ inline void expect_cuda_matches_cpu(const std::string& what, const std::vector<T
     ref.push_back(r);
   }
   Tensor out_cpu = f(cpu), out_gpu = f(gpu);
-  // The float64 reference, for float32 results that are compared within a tolerance.
+  // The other precision's run, for results compared within a tolerance.
+  const bool f32 = out_cpu.dtype() == DType::F32, f64 = out_cpu.dtype() == DType::F64;
   Tensor out_ref;
-  if (!exact && out_cpu.dtype() == DType::F32) {
+  if (!exact && (f32 || f64)) {
     try {
       out_ref = f(ref);
-    } catch (const std::exception&) {  // `f` takes float32 only: the plain comparison
+    } catch (const std::exception&) {  // `f` takes one precision only: the plain comparison
     }
-    if (out_ref.defined() && out_ref.dtype() != DType::F64) out_ref = Tensor();
+    if (out_ref.defined() && out_ref.dtype() != (f32 ? DType::F64 : DType::F32)) out_ref = Tensor();
   }
-  // error(gpu, cpu): the GPU's error and the bound it must stay below.
+  // error(gpu, cpu, ref): the GPU's error and the bound it must stay below.
   auto error = [&](const Tensor& g, const Tensor& c, const Tensor& r) {
-    return r.defined() ? std::pair{relative_error(g, r), float32_error_bound(tol, c, r)}
-                       : std::pair{relative_error(g, c), tol};
+    if (!r.defined()) return std::pair{relative_error(g, c), tol};
+    if (f32) return std::pair{relative_error(g, r), float32_error_bound(tol, c, r)};
+    return std::pair{relative_error(g, c), float64_error_bound(tol, r, c)};
   };
   ASSERT_EQ(out_gpu.device(), gpu_device);
   ASSERT_EQ(out_gpu.shape(), out_cpu.shape());
@@ -92,7 +98,7 @@ inline void expect_cuda_matches_cpu(const std::string& what, const std::vector<T
   Tensor r = Tensor::normal(out_cpu.shape(), 0, 1, out_cpu.dtype(), Device::cpu(), &gen);
   sum(mul(out_cpu, r)).backward();
   sum(mul(out_gpu, r.to(gpu_device))).backward();
-  if (out_ref.defined()) sum(mul(out_ref, r.to(DType::F64))).backward();
+  if (out_ref.defined()) sum(mul(out_ref, r.to(out_ref.dtype()))).backward();
   for (size_t i = 0; i < cpu.size(); ++i) {
     if (!cpu[i].requires_grad()) continue;
     ASSERT_TRUE(gpu[i].grad().defined()) << "no gradient for input " << i;
