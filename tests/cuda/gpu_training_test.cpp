@@ -341,6 +341,31 @@ TEST(CudaGraph, AHostSyncInsideTheCaptureIsAClearError) {
   EXPECT_EQ(memory_stats(kGpu).in_use, base);
 }
 
+// A library error inside the captured step (cuDNN refusing a call under capture, say) names the
+// capture and the way out, and the device stays usable.
+TEST(CudaGraph, ALibraryErrorInsideTheCaptureNamesTheWayOut) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  size_t base = memory_stats(kGpu).in_use;
+  Tensor a = Tensor::ones({8}, DType::F32, kGpu);
+  try {
+    backend_for(DeviceType::CUDA).capture(0, [&] {
+      (void)add(a, a);
+      throw Error("cudnnConvolutionBackwardFilter failed: CUDNN_STATUS_NOT_SUPPORTED");
+    });
+    FAIL() << "expected an error";
+  } catch (const OutOfMemoryError&) {
+    FAIL() << "the error changed type";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("CUDNN_STATUS_NOT_SUPPORTED"), std::string::npos) << m;
+    EXPECT_NE(m.find("while capturing a CUDA graph"), std::string::npos) << m;
+    EXPECT_NE(m.find("--no-cuda-graph"), std::string::npos) << m;
+  }
+  EXPECT_EQ(sum(a).item(), 8.0);
+  a = Tensor();
+  EXPECT_EQ(memory_stats(kGpu).in_use, base);
+}
+
 // ---------------------------------------------------------------- training runs
 class CudaTraining : public ::testing::Test {
  protected:

@@ -596,14 +596,31 @@ class CudaBackend final : public DeviceBackend {
       end_capture(index, /*retire=*/true);
       FREIGHT_CUDA_CHECK(begin);
     }
-    try {
-      work();
-    } catch (...) {
+    // Ends the failed capture and frees what it took, leaving the device usable.
+    auto abandon = [&] {
       cudaGraph_t broken = nullptr;
       (void)cudaStreamEndCapture(s.stream, &broken);
       if (broken) (void)cudaGraphDestroy(broken);
       (void)cudaGetLastError();
       end_capture(index, /*retire=*/true);
+    };
+    try {
+      work();
+    } catch (const OutOfMemoryError&) {
+      abandon();
+      throw;  // the trainer's advice on the batch size needs the type
+    } catch (const Error& e) {
+      abandon();
+      // A library refusing a call under capture (cuDNN 9 may build an engine on first use, and
+      // the legacy convolution calls are not documented as capturable) surfaces here with the
+      // library's status only: say that it happened in the capture and what to do.
+      std::string m = e.what();
+      if (m.find("--no-cuda-graph") != std::string::npos) throw;
+      throw Error(fmt::format("{} (while capturing a CUDA graph of the training step on cuda:{}; "
+                              "run with --no-cuda-graph to train without graphs)",
+                              m, index));
+    } catch (...) {
+      abandon();
       throw;
     }
     cudaGraph_t graph = nullptr;
