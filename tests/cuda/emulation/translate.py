@@ -6,11 +6,23 @@
                             [=](auto&&... emu_a) { kernel(emu_a...); }, args);
       The arguments are evaluated at the launch and kept by value, as CUDA does, so a launch
       recorded into a graph (stream capture) can be replayed after the caller's locals are gone.
+      And after every declaration  __shared__ T name[N];  it adds
+              ::emu::poison_shared(name, sizeof name);
+      so that each block finds garbage there, as on a GPU, not what the previous block left
+      (emu_core.h).
 
 Outputs are rewritten only when their text changes (no needless rebuilds).
 """
 import os
+import re
 import sys
+
+SHARED = re.compile(r'(__shared__\s+[\w:<>, ]+?\s+(\w+)\s*\[[^\]]*\]\s*;)')
+
+
+def poison_shared(src):
+    return SHARED.sub(lambda m: '%s ::emu::poison_shared(%s, sizeof %s);'
+                      % (m.group(1), m.group(2), m.group(2)), src)
 
 
 def translate_launches(src):
@@ -65,7 +77,7 @@ def main():
     if mode != 'kernels':
         sys.exit('translate.py: unknown mode ' + mode)
     src = open(path_in).read()
-    text = translate_launches(src)
+    text = poison_shared(translate_launches(src))
     if not os.path.exists(path_out) or open(path_out).read() != text:
         os.makedirs(os.path.dirname(path_out), exist_ok=True)
         open(path_out, 'w').write(text)

@@ -9,7 +9,9 @@
 // every lane reaches is reported as a deadlock). Two schedules: lockstep (each pass moves every
 // warp one barrier further) and, with EMU_SERIAL set, serial (a warp runs through all its own
 // shuffles before the next warp moves), which exposes missing block barriers around shared
-// memory. Warps are visited in a pseudo-random order in both.
+// memory. Warps are visited in a pseudo-random order in both, and the lanes of a warp in a
+// fresh pseudo-random order each time they are resumed. __shared__ arrays are refilled with
+// garbage for each block (poison_shared).
 //
 // Streams run each operation when it is queued, except on a stream being captured into a graph:
 // there every operation (launch, memcpy, memset, cuBLAS call) is recorded, with its arguments
@@ -98,7 +100,24 @@ inline void step(unsigned t) {
   fiber_switch(g.main, g.fibers[t]);
 }
 
+// Blocks run so far, all launches together: a block's identity for poison_shared.
+inline uint64_t g_block_serial = 0;
+
+// __shared__ arrays are static here (one block runs at a time), so a block would find what the
+// previous block left in them; on a GPU it finds garbage. translate.py calls this after every
+// __shared__ declaration: the first thread of a block to get there fills the array with 0xFF
+// bytes (NaN as float or double, -1 as an integer); the block's other threads reach it later
+// and leave it alone. A kernel that reads a slot its block never wrote then fails its test.
+inline void poison_shared(void* p, size_t n) {
+  static std::map<void*, uint64_t> poisoned_in;  // array -> the block that last poisoned it
+  uint64_t& last = poisoned_in[p];
+  if (last == g_block_serial + 1) return;
+  last = g_block_serial + 1;
+  std::memset(p, 0xFF, n);
+}
+
 inline void run_block(unsigned threads) {
+  ++g_block_serial;
   if (g.fibers.size() < threads) {
     g.fibers.resize(threads);
     for (auto& f : g.fibers)
@@ -115,6 +134,7 @@ inline void run_block(unsigned threads) {
   };
   unsigned warps = (threads + 31) / 32;
   std::vector<unsigned> order(warps);
+  unsigned lanes[32];
   for (;;) {
     for (unsigned w = 0; w < warps; ++w) order[w] = w;
     for (unsigned w = warps; w > 1; --w) std::swap(order[w - 1], order[next() % w]);
@@ -122,9 +142,15 @@ inline void run_block(unsigned threads) {
     for (unsigned w : order) {
       unsigned lo = w * 32, hi = lo + 32 < threads ? lo + 32 : threads;
       for (;;) {
+        // The lanes of a warp in a fresh random order each time: code that needs lane 0's
+        // write before lane 5's read without a barrier or a shuffle between them fails in some
+        // order (a GPU gives no order either).
+        unsigned n = hi - lo;
+        for (unsigned i = 0; i < n; ++i) lanes[i] = lo + i;
+        for (unsigned i = n; i > 1; --i) std::swap(lanes[i - 1], lanes[next() % i]);
         bool ran = false;
-        for (unsigned t = lo; t < hi; ++t)
-          if (g.state[t] == Runnable) step(t), ran = true;
+        for (unsigned i = 0; i < n; ++i)
+          if (g.state[lanes[i]] == Runnable) step(lanes[i]), ran = true;
         progress |= ran;
         bool whole_warp_waits = hi - lo == 32;
         for (unsigned t = lo; t < hi; ++t) whole_warp_waits &= g.state[t] == AtWarpBarrier;
