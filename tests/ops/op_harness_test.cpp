@@ -155,8 +155,8 @@ TEST_P(OpTable, CudaMatchesCpu) {
     ASSERT_EQ(out_gpu.device(), Device::cuda()) << c.name << " returned a CPU tensor";
     EXPECT_LT(relative_error(out_gpu, out_ref),
               float32_error_bound(c.cuda_rel_tol, out_cpu, out_ref))
-        << c.name << " forward, shapes " << describe(shapes)
-        << "; the float32 CPU's own error is " << relative_error(out_cpu, out_ref);
+        << c.name << " forward, shapes " << describe(shapes) << "; the float32 CPU's own error is "
+        << relative_error(out_cpu, out_ref);
     if (which.empty()) continue;
     Tensor r = Tensor::normal(out_cpu.shape(), 0, 1, DType::F32, Device::cpu(), &gen);
     weighted_sum(out_ref, r.to(DType::F64)).backward();
@@ -166,8 +166,7 @@ TEST_P(OpTable, CudaMatchesCpu) {
       EXPECT_LT(relative_error(gpu[i].grad(), ref[i].grad()),
                 float32_error_bound(c.cuda_rel_tol, cpu[i].grad(), ref[i].grad()))
           << c.name << " gradient of input " << i << ", shapes " << describe(shapes)
-          << "; the float32 CPU's own error is "
-          << relative_error(cpu[i].grad(), ref[i].grad());
+          << "; the float32 CPU's own error is " << relative_error(cpu[i].grad(), ref[i].grad());
     }
   }
 }

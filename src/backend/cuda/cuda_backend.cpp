@@ -616,9 +616,10 @@ class CudaBackend final : public DeviceBackend {
       // library's status only: say that it happened in the capture and what to do.
       std::string m = e.what();
       if (m.find("--no-cuda-graph") != std::string::npos) throw;
-      throw Error(fmt::format("{} (while capturing a CUDA graph of the training step on cuda:{}; "
-                              "run with --no-cuda-graph to train without graphs)",
-                              m, index));
+      throw Error(
+          fmt::format("{} (while capturing a CUDA graph of the training step on cuda:{}; "
+                      "run with --no-cuda-graph to train without graphs)",
+                      m, index));
     } catch (...) {
       abandon();
       throw;
