@@ -12,7 +12,8 @@
 #include "ops/kernels/norm.h"
 
 #ifdef FREIGHT_CUDA_EMULATION
-#include <cublas_v2.h>  // the emulated cuBLAS (tests/cuda/emulation/include)
+#include <cublas_v2.h>  // the emulated cuBLAS and runtime (tests/cuda/emulation/include)
+#include <cuda_runtime.h>
 #endif
 
 namespace freight::test {
@@ -65,6 +66,7 @@ TEST(EmulatedWork, EmbeddingBackwardScalesWithTheLookupsNotTheVocabulary) {
   kernels::embedding_backward(DeviceType::CPU, idx, g, gw_cpu);
   Tensor idx_gpu = idx.to(kGpu), g_gpu = g.to(kGpu);
   Tensor gw_gpu = Tensor::full({vocab, dim}, std::nan(""), DType::F32, kGpu);  // poisoned
+  synchronize(kGpu);  // the fill and the uploads are queued work too: not counted
   uint64_t before = emu::g_threads_run.load();
   kernels::embedding_backward(DeviceType::CUDA, idx_gpu, g_gpu, gw_gpu);
   synchronize(kGpu);
@@ -90,6 +92,7 @@ TEST(EmulatedWork, ChannelReductionsSplitEachChannelOverManyBlocks) {
   Tensor x = Tensor::normal({n, c, 32, 32}, 0.5, 2, DType::F32, kGpu, &gen);
   Tensor gy = Tensor::normal({n, c, 32, 32}, 0, 1, DType::F32, kGpu, &gen);
   auto blocks_of = [](const std::function<void()>& work) {
+    synchronize(kGpu);  // work queued earlier is not counted
     uint64_t before = emu::g_blocks_run.load();
     work();
     synchronize(kGpu);
@@ -137,6 +140,153 @@ TEST(EmulatedWork, ChannelReductionsSplitEachChannelOverManyBlocks) {
   Tensor x1c = x1.to(Device::cpu());
   kernels::conv2d_backward_weight(DeviceType::CPU, gyc, x1c, g, no_gw, conv_gbc);
   close(conv_gb, conv_gbc, "conv bias gradient");
+#endif
+}
+
+#ifdef FREIGHT_CUDA_EMULATION
+// Streams are queues that run later, in an order only events constrain. A stream that reads
+// what another stream writes, without waiting for an event recorded after the write, must read
+// it too early in some interleaving; with the wait, never.
+int copies_that_read_too_early(bool wait, int trials) {
+  cudaStream_t writer, reader;
+  cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking);
+  cudaEvent_t written;
+  cudaEventCreateWithFlags(&written, 0);
+  int *a = nullptr, *b = nullptr;
+  cudaMalloc(&a, 64 * sizeof(int));
+  cudaMalloc(&b, 64 * sizeof(int));
+  int early = 0;
+  for (int t = 0; t < trials; ++t) {
+    cudaMemsetAsync(a, 0, 64 * sizeof(int), writer);
+    cudaStreamSynchronize(writer);
+    for (int k = 0; k < 4; ++k) cudaMemsetAsync(a, 1, 64 * sizeof(int), writer);
+    cudaEventRecord(written, writer);
+    if (wait) cudaStreamWaitEvent(reader, written, 0);
+    cudaMemcpyAsync(b, a, 64 * sizeof(int), cudaMemcpyDeviceToDevice, reader);
+    std::vector<int> host(64);
+    cudaMemcpyAsync(host.data(), b, 64 * sizeof(int), cudaMemcpyDeviceToHost, reader);
+    cudaStreamSynchronize(reader);
+    early += host[0] != 0x01010101;
+    cudaStreamSynchronize(writer);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(written);
+  cudaStreamDestroy(writer);
+  cudaStreamDestroy(reader);
+  return early;
+}
+#endif
+
+TEST(EmulatedStreams, AMissingEventWaitReadsTooEarlyInSomeInterleaving) {
+#ifndef FREIGHT_CUDA_EMULATION
+  GTEST_SKIP() << "tests the emulation's stream model";
+#else
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  if (emu::eager_streams()) GTEST_SKIP() << "EMU_STREAMS=eager runs every operation at once";
+  EXPECT_EQ(copies_that_read_too_early(/*wait=*/true, 40), 0);
+  EXPECT_GT(copies_that_read_too_early(/*wait=*/false, 40), 0)
+      << "the reader's stream never got ahead of the writer's";
+#endif
+}
+
+TEST(EmulatedStreams, AnEventIsCompleteOnlyOnceItsStreamGetsThere) {
+#ifndef FREIGHT_CUDA_EMULATION
+  GTEST_SKIP() << "tests the emulation's stream model";
+#else
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  if (emu::eager_streams()) GTEST_SKIP() << "EMU_STREAMS=eager runs every operation at once";
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaEvent_t e;
+  cudaEventCreateWithFlags(&e, 0);
+  EXPECT_EQ(cudaEventQuery(e), cudaSuccess) << "an event never recorded is complete";
+  int* a = nullptr;
+  cudaMalloc(&a, 1 << 16);
+  int not_ready = 0;
+  for (int t = 0; t < 20; ++t) {
+    for (int k = 0; k < 16; ++k) cudaMemsetAsync(a, k, 1 << 16, s);
+    cudaEventRecord(e, s);
+    not_ready += cudaEventQuery(e) == cudaErrorNotReady;
+    EXPECT_EQ(cudaEventSynchronize(e), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
+  }
+  EXPECT_GT(not_ready, 0) << "16 queued memsets were always done by the time of the query";
+  cudaFree(a);
+  cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+#endif
+}
+
+// A graph's own memory (allocated during its capture) that its nodes write is not for anyone
+// else while the graph lives: a memset outside the graph into it stops the run, naming both.
+TEST(EmulatedGraphsDeathTest, AnOutsideWriteIntoAGraphsWriteSetIsReported) {
+#ifndef FREIGHT_CUDA_EMULATION
+  GTEST_SKIP() << "tests the emulation's graph write sets";
+#else
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [](bool outside_write) {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    char* temp = nullptr;
+    cudaMalloc(&temp, 256);  // the graph's own block, as Freight's graph pools get them
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaMemsetAsync(temp, 7, 128, s);
+    cudaGraph_t graph;
+    cudaStreamEndCapture(s, &graph);
+    cudaGraphExec_t exec;
+    cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphLaunch(exec, s);
+    cudaStreamSynchronize(s);
+    cudaMemsetAsync(temp + 128, 1, 128, s);  // outside the write set: allowed
+    if (outside_write) cudaMemsetAsync(temp + 64, 1, 8, s);
+    cudaStreamSynchronize(s);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaFree(temp);
+    cudaStreamDestroy(s);
+  };
+  run(false);
+  EXPECT_DEATH(run(true), "graph #[0-9]+ writes 128 bytes .* and cudaMemsetAsync on stream");
+#endif
+}
+
+// Two blocks that add into one address without an atomic: a write-write race the race check
+// reports, though every block order gives the same sum here.
+TEST(EmulatedRacesDeathTest, BlocksWritingOneAddressWithoutAtomicsAreReported) {
+#ifndef FREIGHT_CUDA_EMULATION
+  GTEST_SKIP() << "tests the emulation's race check";
+#else
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [](bool atomic) {
+    emu::g_racecheck_override = 1;
+    double* sum = nullptr;
+    cudaMalloc(&sum, sizeof(double));
+    cudaMemsetAsync(sum, 0, sizeof(double), nullptr);
+    emu::launch(
+        emu::Config(dim3(4), dim3(32)), "add_kernel",
+        [atomic](double* p) {
+          if (threadIdx.x != 0) return;
+          if (atomic)
+            atomicAdd(p, 1.0);
+          else
+            *p += 1.0;
+        },
+        sum);
+    double host = 0;
+    cudaMemcpyAsync(&host, sum, sizeof host, cudaMemcpyDeviceToHost, nullptr);
+    cudaFree(sum);
+    emu::g_racecheck_override = -1;
+    return host;
+  };
+  EXPECT_EQ(run(true), 4.0);
+  EXPECT_DEATH(run(false), "race in kernel add_kernel: blocks 0 and 1 both wrote");
 #endif
 }
 

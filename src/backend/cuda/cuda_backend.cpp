@@ -541,7 +541,7 @@ class CudaBackend final : public DeviceBackend {
 
   void deallocate_pinned(void* p, size_t bytes, int) override {
     std::lock_guard<std::mutex> lock(pinned_mu_);
-    // (Poisoned while free: a copy still queued from it runs at once in the emulation.)
+    // (The emulation poisons it once the copies queued before now have run.)
     emulation_block_cached(p, round_block_size(bytes));
     pinned_.give_back(p);
   }

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Builds the CPU emulation of the CUDA backend and runs the CUDA tests and the op table's
 # CudaMatchesCpu entries under it, in both warp schedules (lockstep, EMU_SERIAL=1) and both
-# allocator modes (EMU_ALLOCATOR=exact|rounded): four runs, two at a time, each logged to
+# allocator modes (EMU_ALLOCATOR=exact|rounded): four runs, two at a time, each with its own
+# stream interleavings (EMU_STREAM_SEED), the two exact-allocator runs with the race check
+# (EMU_RACECHECK=1, which needs unpoisoned memory), each logged to
 # <build-dir>/run-<schedule>-<allocator>.log (README.md). Usage:
 #   tests/cuda/emulation/run.sh [build-dir] [extra gtest filter for cuda_tests]
 # Exits non-zero when any run fails, after printing the failing runs' logs' tails.
@@ -13,35 +15,42 @@ cmake -S "$here" -B "$build" -G Ninja > /dev/null
 ninja -C "$build" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 FREIGHT_SOURCE_DIR="$here/../../.."
 
-one_run() {  # schedule allocator; leaves the exit status in run-<schedule>-<allocator>.rc
+one_run() {  # schedule allocator seed; leaves the exit status in run-<schedule>-<allocator>.rc
   local log="$build/run-$1-$2.log" rc=0
   (
     if [ "$1" = serial ]; then export EMU_SERIAL=1; else unset EMU_SERIAL; fi
-    export EMU_ALLOCATOR=$2
+    export EMU_ALLOCATOR=$2 EMU_STREAM_SEED=$3
+    if [ "$2" = exact ]; then export EMU_RACECHECK=1; else unset EMU_RACECHECK; fi
     "$build/cuda_tests" --gtest_filter="$filter" --gtest_brief=1 &&
       "$build/ops_tests" --gtest_filter="*CudaMatchesCpu*" --gtest_brief=1
   ) > "$log" 2>&1 || rc=$?
   echo "$rc" > "$build/run-$1-$2.rc"
 }
 
-combos=("lockstep exact" "serial rounded" "lockstep rounded" "serial exact")
-jobs=$(nproc)
+combos=("lockstep exact 1" "serial rounded 2" "lockstep rounded 3" "serial exact 4")
+jobs=$(env -u OMP_NUM_THREADS nproc)  # (nproc obeys OMP_NUM_THREADS, set to 1 above)
 failed=()
 start=$SECONDS
 rm -f "$build"/run-*.rc
+running=0
 for combo in "${combos[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
+  if [ "$running" -ge "$jobs" ]; then  # one_run never fails: it leaves its status in a file
+    wait -n
+    running=$((running - 1))
+  fi
   # shellcheck disable=SC2086
   one_run $combo &
+  running=$((running + 1))
 done
 wait
 for combo in "${combos[@]}"; do
   # shellcheck disable=SC2086
   set -- $combo
   if [ "$(cat "$build/run-$1-$2.rc")" = 0 ]; then
-    echo "== emulation $1 schedule, $2 allocator: passed ($(grep -ho '[0-9]* tests\? from [0-9]* test suites\? ran' "$build/run-$1-$2.log" | paste -sd ';' -))"
+    echo "== emulation $1 schedule, $2 allocator, stream seed $3: passed ($(grep -ho '[0-9]* tests\? from [0-9]* test suites\? ran' "$build/run-$1-$2.log" | paste -sd ';' -))"
+    grep -h '^CUDA emulation race check' "$build/run-$1-$2.log" | sed 's/^/   /' || true
   else
-    echo "== emulation $1 schedule, $2 allocator: FAILED (log: $build/run-$1-$2.log)"
+    echo "== emulation $1 schedule, $2 allocator, stream seed $3: FAILED (log: $build/run-$1-$2.log)"
     tail -40 "$build/run-$1-$2.log"
     failed+=("$combo")
   fi

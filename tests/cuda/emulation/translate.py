@@ -2,7 +2,7 @@
 
   translate.py kernels IN.cu OUT.cpp
       rewrites every launch  kernel<<<grid, block, shmem, stream>>>(args);
-      into    ::emu::launch(::emu::Config(grid, block, shmem, stream),
+      into    ::emu::launch(::emu::Config(grid, block, shmem, stream), "kernel",
                             [=](auto&&... emu_a) { kernel(emu_a...); }, args);
       The arguments are evaluated at the launch and kept by value, as CUDA does, so a launch
       recorded into a graph (stream capture) can be replayed after the caller's locals are gone.
@@ -67,8 +67,8 @@ def translate_launches(src):
             sys.exit('translate.py: expected ; after a launch near: ' + src[j:j + 60])
         out.append(src[i:k])
         args = src[p + 1:q]
-        out.append('::emu::launch(::emu::Config(%s), [=](auto&&... emu_a) { %s(emu_a...); }%s);'
-                   % (config, kernel, ', ' + args if args.strip() else ''))
+        out.append('::emu::launch(::emu::Config(%s), "%s", [=](auto&&... emu_a) { %s(emu_a...); }%s);'
+                   % (config, kernel, kernel, ', ' + args if args.strip() else ''))
         i = q + 2
 
 

@@ -108,26 +108,29 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
     return CUBLAS_STATUS_INVALID_VALUE;
   if (cublasStatus_t st = gemm_workspace(h)) return st;
   S alpha = *alpha_p, beta = *beta_p;
-  enqueue(h->stream, [=] {
-    for (int q = 0; q < batch; ++q) {
-      const TA* a = A + q * sa;
-      const TB* b = B + q * sb;
-      TC* c = C + q * sc;
-      for (int j = 0; j < n; ++j)
-        for (int i = 0; i < m; ++i) {
-          double acc = 0;
-          for (int l = 0; l < k; ++l) {
-            double x = to_double(ta == CUBLAS_OP_N ? a[i + (long long)l * lda]
-                                                   : a[l + (long long)i * lda]);
-            double y = to_double(tb == CUBLAS_OP_N ? b[l + (long long)j * ldb]
-                                                   : b[j + (long long)l * ldb]);
-            acc += x * y;
-          }
-          TC& out = c[i + (long long)j * ldc];
-          out = beta == S(0) ? TC(alpha * acc) : TC(alpha * acc + beta * double(out));
+  enqueue(
+      h->stream,
+      [=] {
+        for (int q = 0; q < batch; ++q) {
+          const TA* a = A + q * sa;
+          const TB* b = B + q * sb;
+          TC* c = C + q * sc;
+          for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) {
+              double acc = 0;
+              for (int l = 0; l < k; ++l) {
+                double x = to_double(ta == CUBLAS_OP_N ? a[i + (long long)l * lda]
+                                                       : a[l + (long long)i * lda]);
+                double y = to_double(tb == CUBLAS_OP_N ? b[l + (long long)j * ldb]
+                                                       : b[j + (long long)l * ldb]);
+                acc += x * y;
+              }
+              TC& out = c[i + (long long)j * ldc];
+              out = beta == S(0) ? TC(alpha * acc) : TC(alpha * acc + beta * double(out));
+            }
         }
-    }
-  });
+      },
+      "a cuBLAS GEMM");
   return CUBLAS_STATUS_SUCCESS;
 }
 

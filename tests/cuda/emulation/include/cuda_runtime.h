@@ -1,7 +1,7 @@
 // Emulated CUDA runtime API (the calls Freight makes), for the CPU emulation in ../README.md.
-// Device memory is host memory, streams run operations when queued (or record them while they
-// are captured into a graph: emu_core.h), events are always complete, one device unless
-// EMU_NO_GPU is set. Stream capture follows CUDA's rules where Freight depends on them: an
+// Device memory is host memory, streams are queues that run later and in random interleavings
+// (or record their operations while they are captured into a graph: emu_streams.h), one device
+// unless EMU_NO_GPU is set. Stream capture follows CUDA's rules where Freight depends on them: an
 // unsafe call (cudaMalloc, cudaFree, a stream synchronisation) from the capturing thread
 // invalidates the capture unless the thread switched to relaxed mode, a copy between host and
 // device memory cannot be captured, and cudaStreamEndCapture then fails.
@@ -22,6 +22,7 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
+  cudaErrorInvalidResourceHandle = 400,
   cudaErrorInvalidDevice = 101,
   cudaErrorNotReady = 600,
   cudaErrorStreamCaptureUnsupported = 900,
@@ -75,18 +76,30 @@ inline int g_device_count() {
 // Device allocations (start, size), to tell device from host memory.
 inline std::mutex g_mem_mu;
 inline std::map<const char*, size_t> g_device_blocks;
-inline bool is_device(const void* p) {
+// Page-locked host allocations (cudaHostAlloc): copies from and to them are asynchronous.
+inline std::map<const char*, size_t> g_pinned_blocks;
+inline bool in_blocks(const std::map<const char*, size_t>& blocks, const void* p) {
   std::lock_guard<std::mutex> lock(g_mem_mu);
   auto c = static_cast<const char*>(p);
-  auto it = g_device_blocks.upper_bound(c);
-  if (it == g_device_blocks.begin()) return false;
+  auto it = blocks.upper_bound(c);
+  if (it == blocks.begin()) return false;
   --it;
   return c < it->first + (it->second ? it->second : 1);
 }
-struct Graph {
-  std::vector<std::function<void()>> ops;
-};
+inline bool is_device(const void* p) {
+  return in_blocks(g_device_blocks, p);
+}
+inline bool is_pinned(const void* p) {
+  return in_blocks(g_pinned_blocks, p);
+}
+inline double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+inline uint64_t g_captures_begun = 0;
 }  // namespace emu
+#include "emu_graphs.h"
 using cudaGraph_t = emu::Graph*;
 using cudaGraphExec_t = emu::Graph*;
 
@@ -138,11 +151,17 @@ inline cudaError_t cudaRuntimeGetVersion(int* v) {
 }
 
 // ---------------------------------------------------------------- streams and events
-inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  *s = reinterpret_cast<cudaStream_t>(new int(0));  // distinct handles: capture is per stream
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+  *s = reinterpret_cast<cudaStream_t>(new int(0));  // distinct handles: queues are per stream
+  std::lock_guard<std::recursive_mutex> lock(emu::g_exec_mu);
+  emu::g_queues[*s].blocking = (flags & cudaStreamNonBlocking) == 0;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  // CUDA lets queued work finish after the call; here it finishes before.
+  std::lock_guard<std::recursive_mutex> lock(emu::g_exec_mu);
+  emu::drain_stream(s, "cudaStreamDestroy");
+  emu::g_queues.erase(s);
   delete reinterpret_cast<int*>(s);
   return cudaSuccess;
 }
@@ -153,46 +172,75 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (it != emu::g_captures.end()) it->second.invalidated = true;
     return cudaErrorStreamCaptureUnsupported;
   }
+  emu::drain_stream(s, "cudaStreamSynchronize");
   return cudaSuccess;
 }
-// An event holds the host time of its last record (work runs when queued, so that is when the
-// work before it finished): cudaEventElapsedTime measures host time (device peaks, peaks.cu).
+inline cudaError_t cudaDeviceSynchronize() {
+  if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
+  emu::drain_all("cudaDeviceSynchronize");
+  return cudaSuccess;
+}
+// An event completes when its stream reaches its latest record; it then holds the host time at
+// that moment, so cudaEventElapsedTime measures host time (enough for peaks.cu to run,
+// meaningless as a peak).
+inline emu::EventState& event_state(cudaEvent_t e) {
+  return *reinterpret_cast<emu::EventHandle*>(e)->state;
+}
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-  *e = reinterpret_cast<cudaEvent_t>(new double(0));
+  *e = reinterpret_cast<cudaEvent_t>(new emu::EventHandle());
   return cudaSuccess;
 }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
   return cudaEventCreateWithFlags(e, 0);
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<double*>(e);
+  delete reinterpret_cast<emu::EventHandle*>(e);  // queued records keep its state alive
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
-  *reinterpret_cast<double*>(e) =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
-          .count();
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+  std::shared_ptr<emu::EventState> st = reinterpret_cast<emu::EventHandle*>(e)->state;
+  uint64_t gen;
+  {
+    std::lock_guard<std::recursive_mutex> lock(emu::g_exec_mu);
+    gen = ++st->recorded;
+  }
+  emu::enqueue(s, [st, gen] {
+    if (st->completed < gen) st->completed = gen;
+    st->ms = emu::now_ms();
+  });
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+inline bool event_complete(cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(emu::g_exec_mu);
+  const emu::EventState& st = event_state(e);
+  return st.completed >= st.recorded;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  emu::run_until([e] { return event_complete(e); }, "cudaEventSynchronize");
   return cudaSuccess;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
-  *ms = float(*reinterpret_cast<double*>(stop) - *reinterpret_cast<double*>(start));
+  if (!event_complete(start) || !event_complete(stop)) return cudaErrorNotReady;
+  *ms = float(event_state(stop).ms - event_state(start).ms);
   return cudaSuccess;
 }
-inline cudaError_t cudaEventQuery(cudaEvent_t) {
-  return cudaSuccess;  // operations run when queued: every event is complete
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (!event_complete(e)) emu::background_progress();  // the device moves while the host polls
+  return event_complete(e) ? cudaSuccess : cudaErrorNotReady;
 }
+// Holds `s` until the event's latest record so far has run (a never-recorded event: no wait).
 // Freight never makes a captured stream wait for outside work (that would be a cross-stream
 // dependency inside the graph); the emulation refuses it as CUDA refuses an event recorded
 // outside the capture.
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   if (emu::capturing(s)) {
     std::lock_guard<std::mutex> lock(emu::g_capture_mu);
     emu::g_captures[s].invalidated = true;
     return cudaErrorStreamCaptureIsolation;
   }
+  std::shared_ptr<emu::EventState> st = reinterpret_cast<emu::EventHandle*>(e)->state;
+  std::lock_guard<std::recursive_mutex> lock(emu::g_exec_mu);
+  if (st->recorded > 0) emu::push(s, emu::QueuedOp{nullptr, st, st->recorded, 0});
   return cudaSuccess;
 }
 
@@ -203,28 +251,54 @@ inline cudaError_t cudaMalloc(void** p, size_t n) {
   *p = std::malloc(n ? n : 1);  // exact size: AddressSanitizer sees overruns
   if (!*p) return cudaErrorMemoryAllocation;
   std::memset(*p, 0xA5, n);  // garbage, as fresh device memory is
-  std::lock_guard<std::mutex> lock(emu::g_mem_mu);
-  emu::g_device_blocks[static_cast<const char*>(*p)] = n;
+  {
+    std::lock_guard<std::mutex> lock(emu::g_mem_mu);
+    emu::g_device_blocks[static_cast<const char*>(*p)] = n;
+  }
+  emu::note_capture_block(*p, n);  // a graph's own memory, when a capture of this thread runs
   return cudaSuccess;
 }
 template <class T>
 inline cudaError_t cudaMalloc(T** p, size_t n) {
   return cudaMalloc(reinterpret_cast<void**>(p), n);
 }
+// cudaFree and cudaFreeHost wait for all queued work first, as CUDA's do.
 inline cudaError_t cudaFree(void* p) {
   if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
+  if (!p) return cudaSuccess;
+  emu::drain_all("cudaFree");
+  size_t n = 0;
   {
     std::lock_guard<std::mutex> lock(emu::g_mem_mu);
-    emu::g_device_blocks.erase(static_cast<const char*>(p));
+    auto it = emu::g_device_blocks.find(static_cast<const char*>(p));
+    if (it == emu::g_device_blocks.end()) return cudaErrorInvalidValue;
+    n = it->second;
+    emu::g_device_blocks.erase(it);
   }
+  emu::cancel_poison(p, n ? n : 1);
+  emu::forget_capture_block(p);
   std::free(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
   *p = std::malloc(n ? n : 1);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::lock_guard<std::mutex> lock(emu::g_mem_mu);
+  emu::g_pinned_blocks[static_cast<const char*>(*p)] = n;
+  return cudaSuccess;
 }
 inline cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  emu::drain_all("cudaFreeHost");
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(emu::g_mem_mu);
+    auto it = emu::g_pinned_blocks.find(static_cast<const char*>(p));
+    if (it == emu::g_pinned_blocks.end()) return cudaErrorInvalidValue;
+    n = it->second;
+    emu::g_pinned_blocks.erase(it);
+  }
+  emu::cancel_poison(p, n ? n : 1);
   std::free(p);
   return cudaSuccess;
 }
@@ -240,16 +314,53 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyK
     emu::g_captures[stream].invalidated = true;
     return cudaErrorStreamCaptureUnsupported;  // a host copy cannot be part of a graph
   }
-  if (n) emu::enqueue(stream, [d, s, n] { std::memcpy(d, s, n); });
+  if (!n) return cudaSuccess;
+  if (emu::capturing(stream)) {
+    emu::enqueue(
+        stream, [d, s, n] { std::memcpy(d, s, n); }, "cudaMemcpyAsync");
+    return cudaSuccess;
+  }
+  std::string what = "cudaMemcpyAsync on stream " + emu::stream_name(stream);
+  bool from_pageable = !emu::is_device(s) && !emu::is_pinned(s);
+  bool to_pageable = !emu::is_device(d) && !emu::is_pinned(d);
+  if (from_pageable) {
+    // CUDA stages pageable source memory before the call returns: the caller may reuse it.
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(s),
+                                                      static_cast<const char*>(s) + n);
+    emu::enqueue(stream, [d, staged, n, what] {
+      std::memcpy(d, staged->data(), n);
+      emu::note_write(d, n, what);
+    });
+  } else {
+    emu::enqueue(stream, [d, s, n, what] {
+      std::memcpy(d, s, n);
+      emu::note_write(d, n, what);
+    });
+  }
+  // Into pageable memory the call returns once the copy has run.
+  if (to_pageable) emu::drain_stream(stream, "cudaMemcpyAsync into pageable memory");
   return cudaSuccess;
 }
+// On the legacy default stream, asynchronous to the host (device memory).
 inline cudaError_t cudaMemset(void* d, int v, size_t n) {
   if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
-  std::memset(d, v, n);
+  if (n)
+    emu::enqueue(nullptr, [d, v, n] {
+      std::memset(d, v, n);
+      emu::note_write(d, n, "cudaMemset on the legacy stream");
+    });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t stream = nullptr) {
-  if (n) emu::enqueue(stream, [d, v, n] { std::memset(d, v, n); });
+  std::string what = "cudaMemsetAsync on stream " + emu::stream_name(stream);
+  if (n)
+    emu::enqueue(
+        stream,
+        [d, v, n, what] {
+          std::memset(d, v, n);
+          emu::note_write(d, n, what);
+        },
+        "cudaMemsetAsync");
   return cudaSuccess;
 }
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) {
@@ -277,6 +388,7 @@ inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode 
   std::lock_guard<std::mutex> lock(emu::g_capture_mu);
   if (!s || emu::g_captures.count(s)) return cudaErrorInvalidValue;
   emu::Capture& c = emu::g_captures[s];
+  c.id = ++emu::g_captures_begun;
   c.thread = std::this_thread::get_id();
   c.mode = mode;
   return cudaSuccess;
@@ -287,20 +399,26 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
   *graph = nullptr;
   if (it == emu::g_captures.end()) return cudaErrorInvalidValue;
   bool invalid = it->second.invalidated;
-  if (!invalid) *graph = new emu::Graph{std::move(it->second.ops)};
+  if (!invalid) {
+    *graph = new emu::Graph();
+    (*graph)->ops = std::move(it->second.ops);
+    (*graph)->names = std::move(it->second.names);
+    (*graph)->id = it->second.id;
+    (*graph)->blocks = std::move(it->second.blocks);
+  }
   emu::g_captures.erase(it);
   return invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
 }
 inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                         unsigned long long) {
   *exec = new emu::Graph(*graph);
+  std::lock_guard<std::recursive_mutex> lock(emu::g_exec_mu);
+  emu::g_live_execs.insert(*exec);
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   emu::Graph* g = exec;
-  emu::enqueue(s, [g] {
-    for (auto& op : g->ops) op();
-  });
+  emu::enqueue(s, [g] { emu::run_graph(*g); });
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
@@ -308,6 +426,8 @@ inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t g) {
-  delete g;
+  emu::drain_all("cudaGraphExecDestroy");  // queued launches of it run first
+  emu::destroy_exec(g);
   return cudaSuccess;
 }
+#include "emu_racecheck.h"  // run_launch, declared in emu_core.h

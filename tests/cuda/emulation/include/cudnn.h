@@ -7,7 +7,8 @@
 // those of cudnn 9's headers), scaling factors read as float for float data and double for
 // double data, algorithms actually supported, and workspaces at least as large as
 // cudnnGetConvolution*WorkspaceSize said (every byte is written, so AddressSanitizer sees a short
-// buffer).
+// buffer). The checks happen at the call; the convolution itself is queued on the handle's
+// stream (recorded when the stream is captured into a graph), like a kernel.
 //
 // The heuristics (cudnnGetConvolution*Algorithm_v7) propose, in this order, algorithms that a
 // careful caller must sometimes refuse: for float data a tensor-op proposal first; for the
@@ -281,7 +282,6 @@ inline cudnnStatus_t use_workspace(ConvPass pass, int algo, const cudnnTensorStr
   if (s != CUDNN_STATUS_SUCCESS) return s;
   if (ws_bytes < need || (need > 0 && !ws))
     return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "workspace smaller than the algorithm needs");
-  if (ws_bytes > 0) std::memset(ws, 0x5A, ws_bytes);  // touches all of it (AddressSanitizer)
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -333,17 +333,10 @@ double value(const void* p, size_t i, bool tf32) {
   return double(v);
 }
 
-// One pass. Operands: x, w, dy/y; `out` is y (forward), dx or dw.
-inline cudnnStatus_t run_conv(ConvPass pass, int algo, const void* alpha, const void* beta,
-                              const cudnnTensorStruct* xd, const void* x,
-                              const cudnnFilterStruct* wd, const void* w,
-                              const cudnnConvolutionStruct* conv, const cudnnTensorStruct* yd,
-                              const void* y, void* out, void* ws, size_t ws_bytes) {
-  size_t elem = 0;
-  cudnnStatus_t s = check_conv(xd, wd, conv, yd, &elem);
-  if (s != CUDNN_STATUS_SUCCESS) return s;
-  s = use_workspace(pass, algo, xd, wd, yd, elem, ws, ws_bytes);
-  if (s != CUDNN_STATUS_SUCCESS) return s;
+inline void compute_conv(ConvPass pass, const void* alpha, const void* beta,
+                         const cudnnTensorStruct* xd, const void* x, const cudnnFilterStruct* wd,
+                         const void* w, const cudnnConvolutionStruct* conv,
+                         const cudnnTensorStruct* yd, const void* y, void* out, size_t elem) {
   const bool tf32 = tf32_math(xd, conv);
   const bool f32 = elem == 4;
   auto get = [&](const void* p, size_t i) {
@@ -362,6 +355,34 @@ inline cudnnStatus_t run_conv(ConvPass pass, int algo, const void* alpha, const 
     scale_into<float>(acc, alpha, beta, out);
   else
     scale_into<double>(acc, alpha, beta, out);
+}
+
+// One pass, checked now and queued on the handle's stream. Operands: x, w, dy/y; `out` is y
+// (forward), dx or dw. The descriptors and the scaling factors are copied now, as cuDNN reads them
+// at the call.
+inline cudnnStatus_t run_conv(cudnnHandle_t h, ConvPass pass, int algo, const void* alpha,
+                              const void* beta, const cudnnTensorStruct* xd, const void* x,
+                              const cudnnFilterStruct* wd, const void* w,
+                              const cudnnConvolutionStruct* conv, const cudnnTensorStruct* yd,
+                              const void* y, void* out, void* ws, size_t ws_bytes) {
+  if (!h) return cudnn_fail(CUDNN_STATUS_BAD_PARAM, "null handle");
+  size_t elem = 0;
+  cudnnStatus_t s = check_conv(xd, wd, conv, yd, &elem);
+  if (s != CUDNN_STATUS_SUCCESS) return s;
+  s = use_workspace(pass, algo, xd, wd, yd, elem, ws, ws_bytes);
+  if (s != CUDNN_STATUS_SUCCESS) return s;
+  uint64_t alpha_bits = 0, beta_bits = 0;
+  std::memcpy(&alpha_bits, alpha, elem);
+  std::memcpy(&beta_bits, beta, elem);
+  enqueue(
+      h->stream,
+      [=, xs = *xd, wf = *wd, cs = *conv, ys = *yd] {
+        if (ws_bytes > 0) std::memset(ws, 0x5A, ws_bytes);  // touches all of it (AddressSanitizer)
+        compute_conv(pass, &alpha_bits, &beta_bits, &xs, x, &wf, w, &cs, &ys, y, out, elem);
+      },
+      pass == kFwd       ? "cudnnConvolutionForward"
+      : pass == kBwdData ? "cudnnConvolutionBackwardData"
+                         : "cudnnConvolutionBackwardFilter");
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -482,31 +503,31 @@ inline cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
   return emu::workspace_bytes(emu::kBwdFilter, algo, xDesc, gradDesc, dyDesc, elem, sizeInBytes);
 }
 
-inline cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t, const void* alpha,
+inline cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha,
                                              const cudnnTensorDescriptor_t xDesc, const void* x,
                                              const cudnnFilterDescriptor_t wDesc, const void* w,
                                              const cudnnConvolutionDescriptor_t convDesc,
                                              cudnnConvolutionFwdAlgo_t algo, void* workSpace,
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnTensorDescriptor_t yDesc, void* y) {
-  return emu::run_conv(emu::kFwd, algo, alpha, beta, xDesc, x, wDesc, w, convDesc, yDesc, nullptr,
-                       y, workSpace, workSpaceSizeInBytes);
+  return emu::run_conv(h, emu::kFwd, algo, alpha, beta, xDesc, x, wDesc, w, convDesc, yDesc,
+                       nullptr, y, workSpace, workSpaceSizeInBytes);
 }
 inline cudnnStatus_t cudnnConvolutionBackwardData(
-    cudnnHandle_t, const void* alpha, const cudnnFilterDescriptor_t wDesc, const void* w,
+    cudnnHandle_t h, const void* alpha, const cudnnFilterDescriptor_t wDesc, const void* w,
     const cudnnTensorDescriptor_t dyDesc, const void* dy,
     const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdDataAlgo_t algo,
     void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t dxDesc, void* dx) {
-  return emu::run_conv(emu::kBwdData, algo, alpha, beta, dxDesc, nullptr, wDesc, w, convDesc,
+  return emu::run_conv(h, emu::kBwdData, algo, alpha, beta, dxDesc, nullptr, wDesc, w, convDesc,
                        dyDesc, dy, dx, workSpace, workSpaceSizeInBytes);
 }
 inline cudnnStatus_t cudnnConvolutionBackwardFilter(
-    cudnnHandle_t, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
+    cudnnHandle_t h, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
     const cudnnTensorDescriptor_t dyDesc, const void* dy,
     const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdFilterAlgo_t algo,
     void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnFilterDescriptor_t dwDesc, void* dw) {
-  return emu::run_conv(emu::kBwdFilter, algo, alpha, beta, xDesc, x, dwDesc, nullptr, convDesc,
+  return emu::run_conv(h, emu::kBwdFilter, algo, alpha, beta, xDesc, x, dwDesc, nullptr, convDesc,
                        dyDesc, dy, dw, workSpace, workSpaceSizeInBytes);
 }

@@ -8,21 +8,15 @@
 //     tensor is poisoned, and so is every block while it sits free in the cache: a kernel that
 //     touches freed memory, or the slack, fails at once instead of reading what a later
 //     tensor wrote.
+// The poisoning is stream-ordered: a block freed by the host may still be used by work queued
+// before the free (correct on a GPU, where later work on the same stream runs after it), so it
+// is poisoned once that work has run (emu_streams.h), unless it is handed out again first.
 #pragma once
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define EMU_ALLOCATOR_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_ALLOCATOR_ASAN 1
-#endif
-#endif
-#ifdef EMU_ALLOCATOR_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
+#include "emu_streams.h"  // (EMU_ALLOCATOR_ASAN, the stream-ordered poisoning)
 
 namespace emu {
 
@@ -38,32 +32,26 @@ inline bool exact_block_sizes() {
   return exact;
 }
 
-// A block of `size` bytes handed out for a tensor of `bytes` bytes.
+// A block of `size` bytes handed out for a tensor of `bytes` bytes: usable at once, its slack
+// poisoned once the work queued before now (which may still use it) has run.
 inline void block_handed_out(void* p, size_t bytes, size_t size) {
+  cancel_poison(p, size);
 #ifdef EMU_ALLOCATOR_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
-  if (size > bytes) ASAN_POISON_MEMORY_REGION(static_cast<char*>(p) + bytes, size - bytes);
-#else
-  (void)p, (void)bytes, (void)size;
+  ASAN_UNPOISON_MEMORY_REGION(p, size);
 #endif
+  if (size > bytes) defer_poison(static_cast<char*>(p) + bytes, size - bytes);
 }
 
-// A block back in a cache's free list (no queued work uses it any more: the emulation runs
-// uncaptured work when it is queued).
+// A block back in a cache's free list: poisoned once the work queued before now has run.
 inline void block_cached(void* p, size_t size) {
-#ifdef EMU_ALLOCATOR_ASAN
-  ASAN_POISON_MEMORY_REGION(p, size);
-#else
-  (void)p, (void)size;
-#endif
+  defer_poison(p, size);
 }
 
 // A block about to be returned to the system (cudaFree, cudaFreeHost).
 inline void block_released(void* p, size_t size) {
+  cancel_poison(p, size);
 #ifdef EMU_ALLOCATOR_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, size);
-#else
-  (void)p, (void)size;
 #endif
 }
 

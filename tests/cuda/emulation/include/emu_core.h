@@ -13,12 +13,11 @@
 // fresh pseudo-random order each time they are resumed. __shared__ arrays are refilled with
 // garbage for each block (poison_shared).
 //
-// Streams run each operation when it is queued, except on a stream being captured into a graph:
-// there every operation (launch, memcpy, memset, cuBLAS call) is recorded, with its arguments
-// by value, and runs only when the graph is launched. Nothing of a captured step runs at capture
-// time, so a test that replays a graph checks that the step's effects come from the replay.
+// A launch is queued on its stream, or recorded into the graph its stream is capturing, and its
+// grid runs when the stream gets to it (emu_streams.h).
 #pragma once
 #include "emu_fiber.h"
+#include "emu_streams.h"
 
 #define __global__
 #define __device__
@@ -88,9 +87,12 @@ inline void yield_to_scheduler() {
   fiber_switch(g.fibers[g.cur], g.main);
 }
 
+// The warp schedule (EMU_SERIAL), and the order of the blocks; the race check (emu_racecheck.h)
+// runs a grid a second time with both turned round.
+inline bool g_serial = std::getenv("EMU_SERIAL") != nullptr;
+inline bool g_reverse_blocks = false;
 inline bool serial_schedule() {
-  static const bool serial = std::getenv("EMU_SERIAL") != nullptr;
-  return serial;
+  return g_serial;
 }
 
 // Runs thread t until it blocks or returns.
@@ -175,55 +177,6 @@ inline void run_block(unsigned threads) {
   }
 }
 
-// ---------------------------------------------------------------- streams and capture
-// A capture in progress on a stream: the operations recorded so far, the capturing thread,
-// and whether an unsupported call has invalidated it.
-struct Capture {
-  std::vector<std::function<void()>> ops;
-  std::thread::id thread;
-  int mode = 0;  // cudaStreamCaptureMode
-  bool invalidated = false;
-};
-inline std::mutex g_capture_mu;
-inline std::map<void*, Capture> g_captures;  // by stream
-inline thread_local int t_capture_mode = 0;  // this thread's mode (cudaThreadExchange...)
-
-inline bool capturing(void* stream) {
-  std::lock_guard<std::mutex> lock(g_capture_mu);
-  return stream && g_captures.count(stream) > 0;
-}
-
-// A potentially unsafe call (cudaMalloc, cudaFree, a synchronisation) made by this thread: it
-// invalidates a capture of this thread unless this thread's mode is relaxed (ThreadLocal and
-// Global captures; a Global capture is affected from any thread), as on a GPU. Returns true
-// when the call is refused.
-inline bool unsafe_call_refused() {
-  std::lock_guard<std::mutex> lock(g_capture_mu);
-  if (t_capture_mode == 2) return false;  // cudaStreamCaptureModeRelaxed
-  bool refused = false;
-  for (auto& [stream, c] : g_captures) {
-    if (c.mode == 2) continue;
-    if (c.thread == std::this_thread::get_id() || c.mode == 0) {
-      c.invalidated = true;
-      refused = true;
-    }
-  }
-  return refused;
-}
-
-// Runs `op` now, or records it when `stream` is being captured.
-inline void enqueue(void* stream, std::function<void()> op) {
-  {
-    std::lock_guard<std::mutex> lock(g_capture_mu);
-    auto it = stream ? g_captures.find(stream) : g_captures.end();
-    if (it != g_captures.end()) {
-      it->second.ops.push_back(std::move(op));
-      return;
-    }
-  }
-  op();
-}
-
 // The <<<...>>> configuration; shmem and stream may be left out, as in CUDA.
 struct Config {
   dim3 grid, block;
@@ -238,15 +191,21 @@ struct Config {
 inline std::atomic<uint64_t> g_threads_run{0};
 inline std::atomic<uint64_t> g_blocks_run{0};
 
+// Called after each block, and by each atomic, while a race check watches a launch
+// (emu_racecheck.h).
+inline std::function<void(unsigned)> g_after_block;
+inline std::function<void(const void*, size_t)> g_atomic_bytes;
+
 inline void run_grid(dim3 grid, dim3 block, std::function<void()> body) {
   g_threads_run += uint64_t(grid.x) * block.x;
   g_blocks_run += grid.x;
   gridDim = grid;
   blockDim = block;
   g.body = std::move(body);
-  for (unsigned b = 0; b < grid.x; ++b) {
-    blockIdx.x = b;
+  for (unsigned i = 0; i < grid.x; ++i) {
+    blockIdx.x = g_reverse_blocks ? grid.x - 1 - i : i;
     run_block(block.x);
+    if (g_after_block) g_after_block(blockIdx.x);
   }
   threadIdx = uint3{};
   blockIdx = uint3{};
@@ -255,20 +214,41 @@ inline void run_grid(dim3 grid, dim3 block, std::function<void()> body) {
 // kernel<<<grid, block, shmem, stream>>>(args) becomes launch(Config(grid, block, shmem,
 // stream), [=](auto&&... a) { kernel(a...); }, args) (translate.py). The arguments are copied
 // now, as a launch does. An invalid configuration is reported through cudaGetLastError, as on a
-// GPU; otherwise the whole grid runs before launch returns (or when the graph it was captured
-// into is launched).
+// GPU; otherwise the grid runs when its stream gets to it (or at each launch of the graph it was
+// captured into).
+// Runs a launched grid (emu_racecheck.h): once, or twice and compared under EMU_RACECHECK.
+// `words` are the 8-byte words of the arguments: the pointers among them say what the kernel
+// can reach.
+inline void run_launch(dim3 grid, dim3 block, std::function<void()>& body, const char* name,
+                       const std::vector<uint64_t>& words);
+
+template <class T>
+void argument_words(const T& arg, std::vector<uint64_t>& words) {
+  if constexpr (sizeof(T) >= 8 && alignof(T) >= 8) {
+    for (size_t at = 0; at + 8 <= sizeof(T); at += 8) {
+      uint64_t w;
+      std::memcpy(&w, reinterpret_cast<const char*>(&arg) + at, 8);
+      if (w) words.push_back(w);
+    }
+  }
+}
+
 template <class F, class... A>
-void launch(const Config& c, F call, A&&... args) {
+void launch(const Config& c, const char* name, F call, A&&... args) {
   if (c.grid.x == 0 || c.grid.x > 2147483647u || c.grid.y != 1 || c.grid.z != 1 || c.block.x == 0 ||
       c.block.x > 1024 || c.block.y != 1 || c.block.z != 1 || c.shmem > 48 * 1024) {
     g_last_error = 9;  // cudaErrorInvalidConfiguration
     return;
   }
-  auto bound = [call, tup = std::make_tuple(std::decay_t<A>(std::forward<A>(args))...)]() mutable {
-    std::apply(call, tup);
-  };
+  auto tup = std::make_tuple(std::decay_t<A>(std::forward<A>(args))...);
+  std::vector<uint64_t> words;
+  std::apply([&](const auto&... a) { (argument_words(a, words), ...); }, tup);
+  std::function<void()> bound = [call, tup]() mutable { std::apply(call, tup); };
   dim3 grid = c.grid, block = c.block;
-  enqueue(c.stream, [grid, block, bound]() mutable { run_grid(grid, block, bound); });
+  enqueue(
+      c.stream,
+      [grid, block, bound, name, words]() mutable { run_launch(grid, block, bound, name, words); },
+      name);
 }
 
 }  // namespace emu
@@ -300,7 +280,15 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   return r;
 }
 
-inline double atomicAdd(double* p, double v) {  // blocks run one at a time: no race
+namespace emu {
+// Atomics (blocks run one at a time, so they are atomic here) tell the race check which bytes
+// several blocks may write.
+inline void note_atomic(const void* p, size_t n) {
+  if (g_atomic_bytes) g_atomic_bytes(p, n);
+}
+}  // namespace emu
+inline double atomicAdd(double* p, double v) {
+  emu::note_atomic(p, sizeof *p);
   double old = *p;
   *p = old + v;
   return old;
@@ -313,6 +301,7 @@ inline double __dmul_rn(double a, double b) {  // a product that is never fused
   return r;
 }
 inline int atomicCAS(int* p, int compare, int value) {
+  emu::note_atomic(p, sizeof *p);
   int old = *p;
   if (old == compare) *p = value;
   return old;
