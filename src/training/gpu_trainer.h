@@ -75,7 +75,6 @@ class GpuTrainer {
   GpuTrainer& operator=(const GpuTrainer&) = delete;
 
   int64_t num_batches() const;
-  bool graph_captured() const { return graph_ != nullptr; }
 
   // One epoch (0-based `epoch`) from `start`; `step` counts optimizer steps and the schedule
   // steps after each. When `stop` becomes true the epoch ends after the step under way.

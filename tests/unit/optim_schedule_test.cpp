@@ -25,6 +25,7 @@ TEST(Schedule, StepLR) {
   for (size_t t = 0; t < want.size(); ++t) {
     EXPECT_EQ(sched.last_step(), int64_t(t));
     EXPECT_NEAR(opt.lr(), want[t], 1e-15) << "step " << t;
+    EXPECT_EQ(sched.last_lr(), opt.lr()) << "PyTorch's get_last_lr(), step " << t;
     sched.step();
   }
 }

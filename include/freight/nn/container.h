@@ -23,9 +23,6 @@ enum class FusedPair { None, BatchNormRelu, ReluMaxPool };
 // the two are exactly BatchNorm1d/BatchNorm2d and ReLU, or ReLU and MaxPool2d (not subclasses,
 // whose forward may differ).
 FusedPair fused_pair(const Module& m, const Module& next);
-inline bool fuses_with_next(const Module& m, const Module& next) {
-  return fused_pair(m, next) != FusedPair::None;
-}
 
 class Sequential : public Module {
  public:

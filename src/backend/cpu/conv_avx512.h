@@ -403,11 +403,6 @@ struct ImplicitEngine {
     forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
   }
 
-  // Share of the summed virtual pixels that are output pixels in the weight gradient.
-  static double weight_grad_efficiency(const Conv2dGeometry& g) {
-    return double(g.oh * g.ow) / double(round_up(layout(g).pv, W));
-  }
-
   // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
   // and their output gradients in the virtual layout, with zeros in the dropped columns so
   // those add nothing. With at least a vector's worth of output channels the sums run

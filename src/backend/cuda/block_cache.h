@@ -250,7 +250,6 @@ class PinnedCache {
   }
 
   size_t cached_bytes() const { return cached_; }
-  size_t live_blocks() const { return live_.size(); }
 
  private:
   struct Block {
