@@ -2,8 +2,9 @@
 # Builds the CPU emulation of the CUDA backend and runs the CUDA tests and the op table's
 # CudaMatchesCpu entries under it, in both warp schedules (lockstep, EMU_SERIAL=1) and both
 # allocator modes (EMU_ALLOCATOR=exact|rounded): four runs, two at a time, each with its own
-# stream interleavings (EMU_STREAM_SEED), the two exact-allocator runs with the race check
-# (EMU_RACECHECK=1, which needs unpoisoned memory), each logged to
+# stream interleavings (EMU_STREAM_SEED), the lockstep exact-allocator run with the race check
+# (EMU_RACECHECK=1: it needs unpoisoned memory, and its second pass of each launch runs the
+# serial schedule), each logged to
 # <build-dir>/run-<schedule>-<allocator>.log (README.md). Usage:
 #   tests/cuda/emulation/run.sh [build-dir] [extra gtest filter for cuda_tests]
 # Exits non-zero when any run fails, after printing the failing runs' logs' tails.
@@ -15,19 +16,19 @@ cmake -S "$here" -B "$build" -G Ninja > /dev/null
 ninja -C "$build" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 FREIGHT_SOURCE_DIR="$here/../../.."
 
-one_run() {  # schedule allocator seed; leaves the exit status in run-<schedule>-<allocator>.rc
+one_run() {  # schedule allocator seed race|-; leaves the exit status in run-<schedule>-<allocator>.rc
   local log="$build/run-$1-$2.log" rc=0
   (
     if [ "$1" = serial ]; then export EMU_SERIAL=1; else unset EMU_SERIAL; fi
     export EMU_ALLOCATOR=$2 EMU_STREAM_SEED=$3
-    if [ "$2" = exact ]; then export EMU_RACECHECK=1; else unset EMU_RACECHECK; fi
+    if [ "$4" = race ]; then export EMU_RACECHECK=1; else unset EMU_RACECHECK; fi
     "$build/cuda_tests" --gtest_filter="$filter" --gtest_brief=1 &&
       "$build/ops_tests" --gtest_filter="*CudaMatchesCpu*" --gtest_brief=1
   ) > "$log" 2>&1 || rc=$?
   echo "$rc" > "$build/run-$1-$2.rc"
 }
 
-combos=("lockstep exact 1" "serial rounded 2" "lockstep rounded 3" "serial exact 4")
+combos=("lockstep exact 1 race" "serial rounded 2 -" "lockstep rounded 3 -" "serial exact 4 -")
 jobs=$(env -u OMP_NUM_THREADS nproc)  # (nproc obeys OMP_NUM_THREADS, set to 1 above)
 failed=()
 start=$SECONDS
