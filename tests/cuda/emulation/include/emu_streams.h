@@ -2,15 +2,15 @@
 //
 // A stream is a queue. An operation (a launch, a copy, a memset, a cuBLAS or cuDNN call, an
 // event record, a wait for an event) is appended to its stream's queue and runs later, as on a
-// GPU: a little of the queued work runs after each call the host makes (a random amount, the
-// device "working in the background"), and the rest when the host synchronises
-// (cudaStreamSynchronize, cudaEventSynchronize, cudaFree, a copy into pageable memory...).
-// Which stream moves next is drawn at random among those whose first operation may run, so two
-// streams interleave in a different order each time. The orderings CUDA promises hold and no
-// others: operations of one stream run in order; a cudaStreamWaitEvent holds its stream until
-// the event's latest record (as of the wait) has run; an event is not complete until its stream
-// reaches it; the legacy default stream (nullptr) waits for, and is waited for by, blocking
-// streams only (Freight's are non-blocking). Code that reads a result on the host without
+// GPU: after each call the host makes, the device "working in the background" runs queued work
+// until a random lag is left (background_progress), and the rest runs when the host
+// synchronises (cudaStreamSynchronize, cudaEventSynchronize, cudaFree, a copy into pageable
+// memory...). Which stream moves next follows random priorities redrawn every few operations
+// (run_one), so two streams interleave differently each time. The orderings CUDA promises hold
+// and no others: operations of one stream run in order; a cudaStreamWaitEvent holds its stream
+// until the event's latest record (as of the wait) has run; an event is not complete until its
+// stream reaches it; the legacy default stream (nullptr) waits for, and is waited for by,
+// blocking streams only (Freight's are non-blocking). Code that reads a result on the host without
 // waiting, or a second stream that reads a buffer without an event wait, gets stale data in
 // some interleaving, as on a GPU. EMU_STREAM_SEED picks the interleavings; EMU_STREAMS=eager
 // runs every operation at once (the old model, to tell an ordering bug from another one).
@@ -283,7 +283,7 @@ inline std::string stream_name(void* stream) {
   return buf;
 }
 
-// Operations queued and not yet run, all streams together (tests of the emulation itself).
+// Operations queued and not yet run, all streams together.
 inline size_t queued_ops() {
   std::lock_guard<std::recursive_mutex> lock(g_exec_mu);
   size_t n = 0;
