@@ -78,13 +78,20 @@ inline std::mutex g_mem_mu;
 inline std::map<const char*, size_t> g_device_blocks;
 // Page-locked host allocations (cudaHostAlloc): copies from and to them are asynchronous.
 inline std::map<const char*, size_t> g_pinned_blocks;
-inline bool in_blocks(const std::map<const char*, size_t>& blocks, const void* p) {
-  std::lock_guard<std::mutex> lock(g_mem_mu);
+// The block of `blocks` that holds address p, if any (call with g_mem_mu held).
+inline bool block_of(const std::map<const char*, size_t>& blocks, const void* p, Range* out) {
   auto c = static_cast<const char*>(p);
   auto it = blocks.upper_bound(c);
   if (it == blocks.begin()) return false;
   --it;
-  return c < it->first + (it->second ? it->second : 1);
+  if (c >= it->first + (it->second ? it->second : 1)) return false;
+  *out = Range{const_cast<char*>(it->first), it->second};
+  return true;
+}
+inline bool in_blocks(const std::map<const char*, size_t>& blocks, const void* p) {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  Range r;
+  return block_of(blocks, p, &r);
 }
 inline bool is_device(const void* p) {
   return in_blocks(g_device_blocks, p);
@@ -100,6 +107,25 @@ inline double now_ms() {
 inline uint64_t g_captures_begun = 0;
 }  // namespace emu
 #include "emu_graphs.h"
+namespace emu {
+// Frees block p of `blocks` (cudaFree, cudaFreeHost) once all queued work has run, as CUDA does.
+inline cudaError_t free_block(std::map<const char*, size_t>& blocks, void* p, const char* what) {
+  if (!p) return cudaSuccess;
+  drain_all(what);
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    auto it = blocks.find(static_cast<const char*>(p));
+    if (it == blocks.end()) return cudaErrorInvalidValue;
+    n = it->second;
+    blocks.erase(it);
+  }
+  cancel_poison(p, n ? n : 1);
+  forget_capture_block(p);
+  std::free(p);
+  return cudaSuccess;
+}
+}  // namespace emu
 using cudaGraph_t = emu::Graph*;
 using cudaGraphExec_t = emu::Graph*;
 
@@ -262,23 +288,9 @@ template <class T>
 inline cudaError_t cudaMalloc(T** p, size_t n) {
   return cudaMalloc(reinterpret_cast<void**>(p), n);
 }
-// cudaFree and cudaFreeHost wait for all queued work first, as CUDA's do.
 inline cudaError_t cudaFree(void* p) {
   if (emu::unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
-  if (!p) return cudaSuccess;
-  emu::drain_all("cudaFree");
-  size_t n = 0;
-  {
-    std::lock_guard<std::mutex> lock(emu::g_mem_mu);
-    auto it = emu::g_device_blocks.find(static_cast<const char*>(p));
-    if (it == emu::g_device_blocks.end()) return cudaErrorInvalidValue;
-    n = it->second;
-    emu::g_device_blocks.erase(it);
-  }
-  emu::cancel_poison(p, n ? n : 1);
-  emu::forget_capture_block(p);
-  std::free(p);
-  return cudaSuccess;
+  return emu::free_block(emu::g_device_blocks, p, "cudaFree");
 }
 inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
   *p = std::malloc(n ? n : 1);
@@ -288,19 +300,7 @@ inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) {
   return cudaSuccess;
 }
 inline cudaError_t cudaFreeHost(void* p) {
-  if (!p) return cudaSuccess;
-  emu::drain_all("cudaFreeHost");
-  size_t n = 0;
-  {
-    std::lock_guard<std::mutex> lock(emu::g_mem_mu);
-    auto it = emu::g_pinned_blocks.find(static_cast<const char*>(p));
-    if (it == emu::g_pinned_blocks.end()) return cudaErrorInvalidValue;
-    n = it->second;
-    emu::g_pinned_blocks.erase(it);
-  }
-  emu::cancel_poison(p, n ? n : 1);
-  std::free(p);
-  return cudaSuccess;
+  return emu::free_block(emu::g_pinned_blocks, p, "cudaFreeHost");
 }
 inline cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned flags) {
   if (flags != 0) return cudaErrorInvalidValue;

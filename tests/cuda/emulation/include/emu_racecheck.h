@@ -68,25 +68,15 @@ struct Reached {
   bool device;
 };
 
-// The block of `blocks` that holds address w, if any.
-inline bool block_of(const std::map<const char*, size_t>& blocks, uint64_t w, Range* out) {
-  auto c = reinterpret_cast<const char*>(w);
-  auto it = blocks.upper_bound(c);
-  if (it == blocks.begin()) return false;
-  --it;
-  if (c >= it->first + (it->second ? it->second : 1)) return false;
-  *out = Range{const_cast<char*>(it->first), it->second};
-  return true;
-}
-
 inline std::vector<Reached> reachable(const std::vector<uint64_t>& words) {
   std::vector<Reached> out;
   std::vector<uint64_t> inner;
   std::lock_guard<std::mutex> lock(g_mem_mu);
   auto add = [&](uint64_t w, bool scan_tables) {
     Range r;
-    bool device = block_of(g_device_blocks, w, &r);
-    if (!device && !block_of(g_pinned_blocks, w, &r)) return;
+    const void* p = reinterpret_cast<const void*>(w);
+    bool device = block_of(g_device_blocks, p, &r);
+    if (!device && !block_of(g_pinned_blocks, p, &r)) return;
     for (const Reached& e : out)
       if (e.r.p == r.p) return;
     out.push_back({r, device});
