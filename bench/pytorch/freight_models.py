@@ -121,13 +121,20 @@ def _build_layer(spec, shape):
     raise ValueError(f"unknown layer type {t!r}")
 
 
-def models_dir():
-    return os.environ.get("FREIGHT_MODELS_DIR",
-                          os.path.join(os.path.dirname(__file__), "..", "..", "models"))
+def models_dirs():
+    """Where a zoo name is looked for, as the engine does: FREIGHT_MODEL_PATH (colon-separated),
+    FREIGHT_MODELS_DIR (its older name), then this source tree's models/."""
+    dirs = [d for d in os.environ.get("FREIGHT_MODEL_PATH", "").split(":") if d]
+    if os.environ.get("FREIGHT_MODELS_DIR"):
+        dirs.append(os.environ["FREIGHT_MODELS_DIR"])
+    return dirs + [os.path.join(os.path.dirname(__file__), "..", "..", "models")]
 
 
 def load_spec(name_or_path):
-    path = name_or_path if name_or_path.endswith(".json") else os.path.join(models_dir(), name_or_path + ".json")
+    path = name_or_path
+    if not name_or_path.endswith(".json"):
+        candidates = [os.path.join(d, name_or_path + ".json") for d in models_dirs()]
+        path = next((p for p in candidates if os.path.exists(p)), candidates[-1])
     with open(path) as f:
         return json.load(f)
 

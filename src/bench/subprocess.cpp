@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "freight/error.h"
+#include "io/install_paths.h"
 
 extern char** environ;
 
@@ -167,11 +168,10 @@ int run_command(const std::vector<std::string>& argv, const std::string& cwd,
 }
 
 std::string default_pytorch_script() {
-#ifdef FREIGHT_SOURCE_DIR
-  return std::string(FREIGHT_SOURCE_DIR) + "/bench/pytorch/step_bench.py";
-#else
-  return "";
-#endif
+  // The script imports its neighbours and reads ../../models, so it runs from a source tree only;
+  // an installed Freight is given one with --pytorch-script.
+  auto src = io::build_tree_source_dir();
+  return src ? (*src / "bench" / "pytorch" / "step_bench.py").string() : std::string();
 }
 
 bool program_in_path(const std::string& program) {

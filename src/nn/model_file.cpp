@@ -19,6 +19,7 @@
 #include "freight/nn/layers.h"
 #include "freight/nn/lstm.h"
 #include "io/json_limits.h"
+#include "io/search_dirs.h"
 #include "nn/model_fields.h"
 
 namespace freight::nn {
@@ -27,16 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace fields;  // NOLINT: the builder reads every field through them
-
-std::vector<fs::path> model_dirs() {
-  std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("FREIGHT_MODELS_DIR")) dirs.emplace_back(env);
-#ifdef FREIGHT_SOURCE_DIR
-  dirs.emplace_back(fs::path(FREIGHT_SOURCE_DIR) / "models");
-#endif
-  dirs.emplace_back("models");
-  return dirs;
-}
 
 // Limits on what a model file may ask for, checked before anything is allocated (a first pass
 // sizes the network from the shapes alone; see Builder). Each is far beyond any real network
@@ -361,20 +352,19 @@ ModelSpec load_model_spec(const std::string& name_or_path) {
     FREIGHT_CHECK(fs::exists(path),
                   fmt::format("--model: model file '{}' does not exist", name_or_path));
   } else {
-    for (const fs::path& dir : model_dirs()) {
-      fs::path p = dir / (name_or_path + ".json");
-      if (fs::exists(p)) {
-        path = p;
-        break;
-      }
-    }
-    if (path.empty()) {
+    std::vector<io::SearchDir> dirs = io::model_search_dirs();
+    std::string file = name_or_path + ".json";
+    if (auto found = io::find_in(dirs, file)) {
+      path = *found;
+    } else {
       std::string known;
       for (const std::string& n : zoo_models()) known += (known.empty() ? "" : ", ") + n;
-      throw Error(
-          fmt::format("--model: no model named '{}' (the zoo has: {}; or give a path to "
-                      "a .json model file)",
-                      name_or_path, known));
+      throw Error(fmt::format(
+          "--model: no model named '{}' ({}; or give a path to a .json model file). Looked for "
+          "{} in, in order:\n{}Set FREIGHT_MODEL_PATH to the directory that holds it (a "
+          "colon-separated list of directories)",
+          name_or_path, known.empty() ? "no model zoo was found" : "the zoo has: " + known, file,
+          io::describe_search(dirs, file)));
     }
   }
   // Reading a directory through a filebuf fails deep inside the stream ("basic_filebuf::
@@ -448,9 +438,10 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
 
 std::vector<std::string> zoo_models() {
   std::vector<std::string> names;
-  for (const fs::path& dir : model_dirs()) {
-    if (!fs::is_directory(dir)) continue;
-    for (const auto& e : fs::directory_iterator(dir))
+  for (const io::SearchDir& d : io::model_search_dirs()) {
+    std::error_code ec;
+    if (!fs::is_directory(d.dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(d.dir, ec))
       if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
     if (!names.empty()) break;
   }
@@ -470,9 +461,10 @@ auto one_pass(const ModelSpec& spec, bool dry, F&& f) {
   Builder builder(dry);
   auto result = f(builder, builder.layers(layers, shape, "", ctx, "layers"));
   if (shape.back() != spec.classes)
-    throw ctx.error(fmt::format("the network produces {} per sample but the model declares {} "
-                                "classes",
-                                shape_str(Shape(shape.begin() + 1, shape.end())), spec.classes));
+    throw ctx.error(
+        fmt::format("the network produces {} per sample but the model declares {} "
+                    "classes",
+                    shape_str(Shape(shape.begin() + 1, shape.end())), spec.classes));
   return result;
 }
 }  // namespace

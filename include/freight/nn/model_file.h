@@ -25,13 +25,15 @@ struct ModelSpec {
   std::map<std::string, std::string> train_defaults;
 };
 
-// Reads a model by zoo name ("mlp") or by path ("my_net.json"). The zoo is searched in
-// FREIGHT_MODELS_DIR, then the source tree's models/. Errors name the file and the problem
-// (unknown layer type, missing field, shapes that do not fit, with the layer's index).
+// Reads a model by zoo name ("mlp") or by path ("my_net.json", anything with a '/'). A name is
+// looked up in FREIGHT_MODEL_PATH (colon-separated), FREIGHT_MODELS_DIR, the installed
+// <prefix>/share/freight/models, then a build tree's source models/; when it is nowhere, the
+// error lists every place it looked. Errors name the file and the problem (unknown layer type,
+// missing field, shapes that do not fit, with the layer's index).
 ModelSpec load_model_spec(const std::string& name_or_path);
 // The same from JSON text already in memory; `origin` names it in errors.
 ModelSpec parse_model_spec(const std::string& json_text, const std::string& origin);
-// Names of the models in the zoo, sorted.
+// Names of the models in the zoo (the first directory of the search that holds any), sorted.
 std::vector<std::string> zoo_models();
 // What building a spec would make, found without allocating any weights. Throws freight::Error
 // naming the file and layer when the network does not fit together or is beyond a limit (layers,

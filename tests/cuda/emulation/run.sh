@@ -14,7 +14,7 @@ build=${1:-$here/../../../build-cuda-emulation}
 filter=${2:-*}
 cmake -S "$here" -B "$build" -G Ninja > /dev/null
 ninja -C "$build" -j"$(nproc)"
-export ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1 FREIGHT_SOURCE_DIR="$here/../../.."
+export ASAN_OPTIONS=detect_leaks=0 OMP_NUM_THREADS=1
 
 one_run() {  # schedule allocator seed race|-; leaves the exit status in run-<schedule>-<allocator>.rc
   local log="$build/run-$1-$2.log" rc=0
