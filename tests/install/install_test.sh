@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs a build into a temporary prefix, then, with the source and build trees out of reach
+# (another working directory, no Freight variables set):
+#   - builds the README's C++ example with the README's CMakeLists.txt (find_package(Freight),
+#     Freight::freight) and runs it; it loads a zoo model, which must come from the prefix;
+#   - runs the installed freight: a zoo model, a model found through FREIGHT_MODEL_PATH, and the
+#     error for a model that is nowhere, which must list the prefix and not the source tree;
+#   - checks that no installed file names the source or the build tree.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR GENERATOR CXX_COMPILER
+set -euo pipefail
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) generator=$3 cxx=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+unset FREIGHT_MODEL_PATH FREIGHT_MODELS_DIR FREIGHT_DATA_DIR
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$prefix" > "$work/install.log"
+for f in bin/freight include/freight/freight.h share/freight/models/lenet5.json \
+         lib/cmake/Freight/FreightConfig.cmake lib/cmake/Freight/FreightConfigVersion.cmake; do
+  [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
+done
+lib=$(find "$prefix" -name libfreight.so | head -1)
+[ -n "$lib" ] || fail "cmake --install did not install libfreight.so"
+if find "$prefix" -name freight-source-dir.txt | grep -q .; then
+  fail "the build tree's marker freight-source-dir.txt was installed"
+fi
+for f in "$prefix/bin/freight" "$lib"; do
+  for tree in "$src" "$build"; do
+    if grep -qaF "$tree" "$f"; then fail "$f contains the path $tree"; fi
+  done
+done
+
+# The README's program and CMakeLists.txt, as the README has them: the first cpp block after
+# "## The C++ API" and the first cmake block.
+example=$work/example
+mkdir -p "$example"
+awk '/^## The C\+\+ API/ {api = 1} api && /^```cpp$/ {on = 1; next} on && /^```$/ {exit}
+     on {print}' "$src/README.md" > "$example/train_step.cpp"
+awk '/^```cmake$/ {on = 1; next} on && /^```$/ {exit} on {print}' "$src/README.md" \
+  > "$example/CMakeLists.txt"
+grep -q "int main" "$example/train_step.cpp" || fail "no C++ program found in README.md"
+grep -q "find_package(Freight REQUIRED)" "$example/CMakeLists.txt" ||
+  fail "no CMakeLists.txt with find_package(Freight REQUIRED) found in README.md"
+
+cd "$work"
+cmake -S "$example" -B "$example/build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
+  { cat "$work/configure.log"; fail "configuring the README example"; }
+cmake --build "$example/build" > "$work/build.log" 2>&1 ||
+  { cat "$work/build.log"; fail "building the README example"; }
+out=$("$example/build/train_step" 2>&1) || fail "the README example failed: $out"
+echo "$out"
+grep -q "^loss [0-9]" <<< "$out" || fail "the README example printed no loss"
+grep -qF "lenet5 from $prefix/share/freight/models/lenet5.json" <<< "$out" ||
+  fail "the README example did not find the zoo in the prefix"
+
+# The installed command, from elsewhere.
+out=$("$prefix/bin/freight" summary --model lenet5 2>&1) || fail "installed freight summary: $out"
+grep -q "total parameters   61,706" <<< "$out" || fail "freight summary --model lenet5: $out"
+
+mkdir -p "$work/mine"
+cat > "$work/mine/tiny.json" << 'JSON'
+{"name": "tiny", "input": {"shape": [4]}, "classes": 3, "layers": [{"type": "linear", "out": 3}]}
+JSON
+out=$(FREIGHT_MODEL_PATH="$work/none:$work/mine" "$prefix/bin/freight" summary --model tiny) ||
+  fail "freight summary --model tiny through FREIGHT_MODEL_PATH: $out"
+grep -q "total parameters   15 " <<< "$out" || fail "tiny through FREIGHT_MODEL_PATH: $out"
+
+if out=$(FREIGHT_MODEL_PATH="$work/none" "$prefix/bin/freight" summary --model no-such 2>&1); then
+  fail "freight summary --model no-such succeeded"
+fi
+echo "$out"
+grep -qF "1. $work/none/no-such.json (FREIGHT_MODEL_PATH)" <<< "$out" || fail "error: $out"
+grep -qF "$prefix/share/freight/models/no-such.json" <<< "$out" || fail "error: $out"
+if grep -qF "$src" <<< "$out"; then fail "the installed freight looked in the source tree"; fi
+echo "install test passed"
