@@ -3,9 +3,27 @@ state_dict names and shapes match Freight's checkpoints and benchmarks compare i
 networks. Used by the side-by-side benchmarks and the checkpoint interop test."""
 import json
 import os
+import re
 
 import torch
 from torch import nn
+
+
+def _activations():
+    """{model-file type: torch.nn class name} from the activation rows of Freight's op
+    descriptors (include/freight/unary_ops.h: A(Enum, name, Saves, bwd_flops, Layer)), whose
+    layer names are the torch.nn class names: a new activation needs no change here."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                          "freight", "unary_ops.h")
+    with open(header, encoding="utf-8") as f:
+        text = f.read()
+    rows = re.findall(r"^\s*A\((\w+),\s*(\w+),\s*\w+,\s*[\d.]+,\s*(\w+)\)", text, re.M)
+    if not rows:
+        raise RuntimeError(f"no activation rows found in {header}")
+    return {name: layer for _, name, layer in rows}
+
+
+ACTIVATIONS = _activations()
 
 
 class Residual(nn.Module):
@@ -94,8 +112,8 @@ def _build_layer(spec, shape):
         return m, shape
     if t == "dropout":
         return nn.Dropout(spec.get("p", 0.5)), shape
-    if t in ("relu", "sigmoid", "tanh", "gelu"):
-        return {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "gelu": nn.GELU}[t](), shape
+    if t in ACTIVATIONS:
+        return getattr(nn, ACTIVATIONS[t])(), shape
     if t == "flatten":
         n = 1
         for v in shape:

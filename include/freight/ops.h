@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "freight/tensor.h"
+#include "freight/unary_ops.h"
 
 namespace freight {
 
@@ -21,17 +22,16 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, double s);       // a * s
 Tensor add_scalar(const Tensor& a, double s);  // a + s
-Tensor neg(const Tensor& a);
-Tensor exp(const Tensor& a);
-Tensor log(const Tensor& a);
-Tensor sqrt(const Tensor& a);
-Tensor square(const Tensor& a);
 
-// ---- activations ----
-Tensor relu(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact form x·Φ(x), PyTorch's default
+// ---- unary functions and activations: one per row of freight/unary_ops.h ----
+// neg, exp, log, sqrt, square; relu, sigmoid, tanh, gelu (exact form x·Φ(x), PyTorch's
+// default), silu (x·σ(x)). Each is also unary(UnaryOp::..., x).
+#define FREIGHT_DECLARE_UNARY(E, name, ...) Tensor name(const Tensor& x);
+FREIGHT_UNARY_OPS(FREIGHT_DECLARE_UNARY, FREIGHT_DECLARE_UNARY)
+#undef FREIGHT_DECLARE_UNARY
+Tensor unary(UnaryOp op, const Tensor& x);
+
+// ---- activations over a dimension ----
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 

@@ -7,29 +7,23 @@
 
 namespace freight::nn {
 
-Tensor ReLU::forward(const Tensor& x) {
-  return relu(x);
+Tensor Activation::forward(const Tensor& x) {
+  return unary(op_, x);
 }
-Tensor Sigmoid::forward(const Tensor& x) {
-  return sigmoid(x);
-}
-Tensor Tanh::forward(const Tensor& x) {
-  return tanh(x);
-}
-Tensor GELU::forward(const Tensor& x) {
-  return gelu(x);
-}
-double ReLU::flops(const Shape& in) const {
+double Activation::flops(const Shape& in) const {
   return double(shape_numel(in));
 }
-double Sigmoid::flops(const Shape& in) const {
-  return double(shape_numel(in));
-}
-double Tanh::flops(const Shape& in) const {
-  return double(shape_numel(in));
-}
-double GELU::flops(const Shape& in) const {
-  return double(shape_numel(in));
+
+ModulePtr make_activation(UnaryOp op) {
+  switch (op) {
+#define FREIGHT_MAKE_ACTIVATION(E, name, Saves, bwd, Layer) \
+  case UnaryOp::E:                                          \
+    return std::make_shared<Layer>();
+    FREIGHT_ACTIVATION_OPS(FREIGHT_MAKE_ACTIVATION)
+#undef FREIGHT_MAKE_ACTIVATION
+    default:
+      return nullptr;
+  }
 }
 
 // ---------------------------------------------------------------- Flatten

@@ -39,6 +39,21 @@ constexpr int64_t kMaxActivation = 1'000'000'000;  // values per sample in one l
 constexpr double kMaxFlops = 1e15;                 // forward FLOPs per sample
 constexpr uint64_t kMaxModelFileBytes = uint64_t(64) << 20;
 
+// The activation whose model-file type is `type` (the op's name: "relu"), or nullptr.
+const UnaryOpInfo* activation_by_type(const std::string& type) {
+  for (const UnaryOpInfo& info : kUnaryOps)
+    if (info.layer && type == info.name) return &info;
+  return nullptr;
+}
+
+// "relu, sigmoid, ...": the activation types, for the list of known types in an error.
+std::string activation_types() {
+  std::string list;
+  for (const UnaryOpInfo& info : kUnaryOps)
+    if (info.layer) list += (list.empty() ? "" : ", ") + std::string(info.name);
+  return list;
+}
+
 // The element count of `s`, or INT64_MAX when it overflows (an output beyond any limit).
 int64_t numel_capped(const Shape& s) {
   int64_t n = 1;
@@ -260,14 +275,8 @@ class Builder {
         m = std::make_shared<AvgPool2d>(k, st, p);
     } else if (type == "dropout") {
       m = std::make_shared<Dropout>(get_number_or(spec, "p", 0.5, ctx));
-    } else if (type == "relu") {
-      m = std::make_shared<ReLU>();
-    } else if (type == "sigmoid") {
-      m = std::make_shared<Sigmoid>();
-    } else if (type == "tanh") {
-      m = std::make_shared<Tanh>();
-    } else if (type == "gelu") {
-      m = std::make_shared<GELU>();
+    } else if (const UnaryOpInfo* act = activation_by_type(type)) {
+      m = make_activation(act->op);
     } else if (type == "flatten") {
       m = std::make_shared<Flatten>(get_int_or(spec, "start", 1, ctx, -kMaxFieldValue),
                                     get_int_or(spec, "end", -1, ctx, -kMaxFieldValue));
@@ -278,9 +287,9 @@ class Builder {
     } else {
       throw ctx.error(fmt::format(
           "unknown layer type \"{}\" (known: linear, conv2d, maxpool2d, avgpool2d, batchnorm, "
-          "dropout, relu, sigmoid, tanh, gelu, flatten, reshape, embedding, lstm, last_step, "
-          "residual, sequential, repeat)",
-          type));
+          "dropout, {}, flatten, reshape, embedding, lstm, last_step, residual, sequential, "
+          "repeat)",
+          type, activation_types()));
     }
     finish(m, shape);
     if (dry_) account(ctx, 0, shape, m->flops(in));

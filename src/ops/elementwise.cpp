@@ -122,59 +122,32 @@ Tensor scalar_op(ScalarOp op, const Tensor& a, double s, const char* name) {
   return out;
 }
 
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return "neg";
-    case UnaryOp::Exp:
-      return "exp";
-    case UnaryOp::Log:
-      return "log";
-    case UnaryOp::Sqrt:
-      return "sqrt";
-    case UnaryOp::Square:
-      return "square";
-    case UnaryOp::Relu:
-      return "relu";
-    case UnaryOp::Sigmoid:
-      return "sigmoid";
-    case UnaryOp::Tanh:
-      return "tanh";
-    case UnaryOp::Gelu:
-      return "gelu";
-  }
-  return "?";
-}
-
-// Whether an op's backward rule reads its input x (log, square, gelu) rather than its output y
-// (the others). relu reads the sign of y: y > 0 exactly when x > 0 (relu(NaN) is 0, and NaN > 0
-// is false). Only that one tensor is kept for the backward: keeping both would hold every ReLU's
-// input alive until the backward, an activation-sized tensor nothing else needs (a convolution's
-// output, say; its own backward reads only its input).
-bool backward_reads_input(UnaryOp op) {
-  return op == UnaryOp::Log || op == UnaryOp::Square || op == UnaryOp::Gelu;
-}
+}  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& x) {
-  const char* name = unary_name(op);
-  check_floating(x, name);
+  const UnaryOpInfo& info = unary_info(op);
+  check_floating(x, info.name);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() > 0) kernels::unary(x.device().type, op, packed(x), out);
   if (needs_grad({&x})) {
-    // The kept tensor goes in both of the kernel's x and y slots; the rule reads the right one.
-    Tensor kept = backward_reads_input(op) ? x.detach() : out.detach();
-    record(name, {x}, {out}, [op, kept](const std::vector<Tensor>& g) {
-      Tensor gx = Tensor::empty(kept.shape(), kept.dtype(), kept.device());
+    // Only the tensor the descriptor names is kept (nothing for a rule that reads neither x nor
+    // y); it goes in both of the kernel's x and y slots, and the rule reads the right one.
+    UnarySaves saves = info.saves;
+    Tensor kept = saves == UnarySaves::Input    ? x.detach()
+                  : saves == UnarySaves::Output ? out.detach()
+                                                : Tensor();
+    record(info.name, {x}, {out}, [op, kept](const std::vector<Tensor>& g) {
+      Tensor gy = packed(g[0]);
+      Tensor gx = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
       if (gx.numel() > 0) {
-        Tensor k = packed(kept);
-        kernels::unary_backward(k.device().type, op, k, k, packed(g[0]), gx);
+        Tensor k = kept.defined() ? packed(kept) : gy;
+        kernels::unary_backward(gy.device().type, op, k, k, gy, gx);
       }
       return std::vector<Tensor>{gx};
     });
   }
   return out;
 }
-}  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
   return binary(BinaryOp::Add, a, b);
@@ -194,33 +167,12 @@ Tensor scale(const Tensor& a, double s) {
 Tensor add_scalar(const Tensor& a, double s) {
   return scalar_op(ScalarOp::Add, a, s, "add_scalar");
 }
-Tensor neg(const Tensor& a) {
-  return unary(UnaryOp::Neg, a);
-}
-Tensor exp(const Tensor& a) {
-  return unary(UnaryOp::Exp, a);
-}
-Tensor log(const Tensor& a) {
-  return unary(UnaryOp::Log, a);
-}
-Tensor sqrt(const Tensor& a) {
-  return unary(UnaryOp::Sqrt, a);
-}
-Tensor square(const Tensor& a) {
-  return unary(UnaryOp::Square, a);
-}
-Tensor relu(const Tensor& x) {
-  return unary(UnaryOp::Relu, x);
-}
-Tensor sigmoid(const Tensor& x) {
-  return unary(UnaryOp::Sigmoid, x);
-}
-Tensor tanh(const Tensor& x) {
-  return unary(UnaryOp::Tanh, x);
-}
-Tensor gelu(const Tensor& x) {
-  return unary(UnaryOp::Gelu, x);
-}
+#define FREIGHT_DEFINE_UNARY(E, name, ...) \
+  Tensor name(const Tensor& x) {           \
+    return unary(UnaryOp::E, x);           \
+  }
+FREIGHT_UNARY_OPS(FREIGHT_DEFINE_UNARY, FREIGHT_DEFINE_UNARY)
+#undef FREIGHT_DEFINE_UNARY
 
 Tensor operator+(const Tensor& a, const Tensor& b) {
   return add(a, b);

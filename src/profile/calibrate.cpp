@@ -35,7 +35,7 @@ struct Reference {
 
 std::vector<Reference> references() {
   using namespace nn;
-  return {
+  std::vector<Reference> refs = {
       {std::make_shared<Linear>(512, 512), {64, 512}},
       {std::make_shared<Linear>(2048, 2048), {64, 2048}},  // "Linear:wide" (16 MiB of weight)
       {std::make_shared<Conv2d>(16, 32, 3, 1, 1), {32, 16, 16, 16}},
@@ -44,14 +44,14 @@ std::vector<Reference> references() {
       {std::make_shared<AvgPool2d>(2), {32, 32, 32, 32}},
       {std::make_shared<BatchNorm2d>(32), {32, 32, 16, 16}},
       {std::make_shared<BatchNorm1d>(512), {64, 512}},
-      {std::make_shared<ReLU>(), {64, 4096}},
-      {std::make_shared<Sigmoid>(), {64, 4096}},
-      {std::make_shared<Tanh>(), {64, 4096}},
-      {std::make_shared<GELU>(), {64, 4096}},
-      {std::make_shared<Dropout>(0.5), {64, 4096}},
-      {std::make_shared<LSTM>(64, 128), {64, 16, 64}},
-      {std::make_shared<Embedding>(10000, 128), {64, 16}, true, 10000},
   };
+  // Every activation of freight/unary_ops.h, on the same shape.
+  for (const UnaryOpInfo& info : kUnaryOps)
+    if (info.layer) refs.push_back({make_activation(info.op), {64, 4096}});
+  refs.push_back({std::make_shared<Dropout>(0.5), {64, 4096}});
+  refs.push_back({std::make_shared<LSTM>(64, 128), {64, 16, 64}});
+  refs.push_back({std::make_shared<Embedding>(10000, 128), {64, 16}, true, 10000});
+  return refs;
 }
 
 // Seconds of one call of `fn` on a quiet device (median_seconds: the CPU clock on the CPU).

@@ -63,10 +63,10 @@ void leaf_rules(const nn::Module& m, LayerCost& c, bool grad_in) {
     c.fwd_gemms = 1;
     c.bwd_ops = 2;
     c.bwd_gemms = 2;
-  } else if (t == "Sigmoid" || t == "Tanh" || t == "GELU") {
-    c.bwd_flops = 2.0 * in;  // y·(1 − y), 1 − y², Φ(x) + x·φ(x)
-    c.bwd_bytes = kF32 * 3.0 * in;
-  } else if (t == "ReLU") {
+  } else if (const UnaryOpInfo* act = activation_by_layer(t)) {
+    // The derivative's FLOPs per element from the op's descriptor (freight/unary_ops.h); reads
+    // dY and the kept tensor, writes dX.
+    c.bwd_flops = act->bwd_flops * in;
     c.bwd_bytes = kF32 * 3.0 * in;
   } else if (t == "MaxPool2d" || t == "AvgPool2d") {
     // dX is zero-filled, then each output's gradient lands on its window (max: one element).

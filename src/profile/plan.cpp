@@ -10,6 +10,7 @@
 #include "freight/nn/model_file.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
+#include "freight/unary_ops.h"
 #include "profile/model_settings.h"
 
 namespace freight {
@@ -43,20 +44,23 @@ void add_terms(Terms& t, double flops, double bytes, double gemms, double ops, d
 }
 
 // Whether a layer's backward reads its input (which then stays alive until the backward), or
-// its output. What Freight's ops keep: linear, conv2d, batch norm, GELU and the LSTM their
-// input; ReLU, sigmoid and tanh their output (relu the sign of it); pooling only indices (max)
-// or nothing (average); dropout its byte mask; views nothing of their own. A ReLU fused into a
-// batch norm keeps nothing (the batch norm recomputes its sign from its own input), nor one
-// fused into a max pooling (the pooling's indices carry its mask).
+// its output. What Freight's ops keep: linear, conv2d, batch norm and the LSTM their input; an
+// activation what its descriptor row says (freight/unary_ops.h: relu, sigmoid and tanh their
+// output, relu the sign of it; gelu and silu their input); pooling only indices (max) or nothing
+// (average); dropout its byte mask; views nothing of their own. A ReLU fused into a batch norm
+// keeps nothing (the batch norm recomputes its sign from its own input), nor one fused into a
+// max pooling (the pooling's indices carry its mask).
 bool keeps_input(const LayerCost& c) {
-  static const char* const kTypes[] = {"Linear", "Conv2d", "BatchNorm1d", "BatchNorm2d",
-                                       "GELU",   "LSTM",   "Embedding"};
+  static const char* const kTypes[] = {"Linear",      "Conv2d", "BatchNorm1d",
+                                       "BatchNorm2d", "LSTM",   "Embedding"};
   for (const char* t : kTypes)
     if (c.type == t) return true;
-  return false;
+  const UnaryOpInfo* act = activation_by_layer(c.type);
+  return act && act->saves == UnarySaves::Input;
 }
 bool keeps_output(const LayerCost& c) {
-  return !c.fused && (c.type == "ReLU" || c.type == "Sigmoid" || c.type == "Tanh");
+  const UnaryOpInfo* act = activation_by_layer(c.type);
+  return !c.fused && act && act->saves == UnarySaves::Output;
 }
 bool is_view(const LayerCost& c) {
   return c.type == "Flatten" || c.type == "Reshape" || c.type == "LastStep";

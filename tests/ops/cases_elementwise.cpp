@@ -41,7 +41,8 @@ OpCase unary_case(std::string name, Tensor (*op)(const Tensor&), std::function<d
 // Positive inputs in [0.5, 2.5] for log and sqrt.
 Inputs positive(const std::vector<Shape>& shapes, DType dtype, Generator& gen) {
   Inputs in;
-  for (const Shape& s : shapes) in.push_back(Tensor::uniform(s, 0.5, 2.5, dtype, Device::cpu(), &gen));
+  for (const Shape& s : shapes)
+    in.push_back(Tensor::uniform(s, 0.5, 2.5, dtype, Device::cpu(), &gen));
   return in;
 }
 // Values at least 0.05 away from 0 (the kink of relu), either sign.
@@ -64,7 +65,9 @@ Inputs div_inputs(const std::vector<Shape>& shapes, DType dtype, Generator& gen)
   return in;
 }
 
-double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_ref(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
 
 OpCase scalar_case(std::string name, Tensor (*op)(const Tensor&, double), double s,
                    std::function<double(double)> f) {
@@ -86,13 +89,17 @@ FREIGHT_OP_CASES({
     scalar_case("add_scalar", add_scalar, 0.75, [](double x) { return x + 0.75; }),
     unary_case("neg", neg, [](double x) { return -x; }),
     unary_case("exp", exp, [](double x) { return std::exp(x); }),
-    unary_case("log", log, [](double x) { return std::log(x); }, positive),
-    unary_case("sqrt", sqrt, [](double x) { return std::sqrt(x); }, positive),
+    unary_case(
+        "log", log, [](double x) { return std::log(x); }, positive),
+    unary_case(
+        "sqrt", sqrt, [](double x) { return std::sqrt(x); }, positive),
     unary_case("square", square, [](double x) { return x * x; }),
-    unary_case("relu", relu, [](double x) { return x > 0 ? x : 0; }, away_from_zero),
+    unary_case(
+        "relu", relu, [](double x) { return x > 0 ? x : 0; }, away_from_zero),
     unary_case("sigmoid", sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }),
     unary_case("tanh", tanh, [](double x) { return std::tanh(x); }),
     unary_case("gelu", gelu, gelu_ref),
+    unary_case("silu", silu, [](double x) { return x / (1 + std::exp(-x)); }),
 });
 
 }  // namespace

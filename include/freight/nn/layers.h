@@ -6,6 +6,7 @@
 #include <string>
 
 #include "freight/nn/module.h"
+#include "freight/unary_ops.h"
 
 namespace freight {
 class Generator;
@@ -155,34 +156,30 @@ class Dropout : public Module {
   Generator* gen_ = nullptr;
 };
 
-// Elementwise activations (one FLOP per element by the convention of Module::flops).
-class ReLU : public Module {
+// Elementwise activations, one class per activation row of freight/unary_ops.h (ReLU, Sigmoid,
+// Tanh, GELU, SiLU): the unary op of the row, one FLOP per element by the convention of
+// Module::flops.
+class Activation : public Module {
  public:
-  ReLU() : Module("ReLU") {}
+  Activation(UnaryOp op, const char* layer) : Module(layer), op_(op) {}
   Tensor forward(const Tensor& x) override;
   double flops(const Shape& in) const override;
+  UnaryOp op() const { return op_; }
+
+ private:
+  UnaryOp op_;
 };
 
-class Sigmoid : public Module {
- public:
-  Sigmoid() : Module("Sigmoid") {}
-  Tensor forward(const Tensor& x) override;
-  double flops(const Shape& in) const override;
-};
+#define FREIGHT_DECLARE_ACTIVATION(E, name, Saves, bwd, Layer) \
+  class Layer : public Activation {                            \
+   public:                                                     \
+    Layer() : Activation(UnaryOp::E, #Layer) {}                \
+  };
+FREIGHT_ACTIVATION_OPS(FREIGHT_DECLARE_ACTIVATION)
+#undef FREIGHT_DECLARE_ACTIVATION
 
-class Tanh : public Module {
- public:
-  Tanh() : Module("Tanh") {}
-  Tensor forward(const Tensor& x) override;
-  double flops(const Shape& in) const override;
-};
-
-class GELU : public Module {  // exact form x·Φ(x)
- public:
-  GELU() : Module("GELU") {}
-  Tensor forward(const Tensor& x) override;
-  double flops(const Shape& in) const override;
-};
+// A new module of the activation layer of `op`, or nullptr when `op` is no activation.
+ModulePtr make_activation(UnaryOp op);
 
 // Merges dimensions start_dim..end_dim into one (a view when possible).
 class Flatten : public Module {

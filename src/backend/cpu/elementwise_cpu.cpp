@@ -6,6 +6,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/unary_rules.h"
 #include "backend/cpu/vec_math.h"
 #include "ops/kernels/elementwise.h"
 
@@ -69,27 +70,26 @@ void copy_typed(const Tensor& src, Tensor& dst) {
     }
     return;
   }
-  for_each_row<2>(dst.shape(), {&src.strides(), &dst.strides()},
-                  [&](const std::array<int64_t, 2>& off, int64_t n,
-                      const std::array<int64_t, 2>& st) {
-                    const S* ps = s + off[0];
-                    D* pd = d + off[1];
-                    if (st[0] == 1 && st[1] == 1) {
-                      for (int64_t i = 0; i < n; ++i) pd[i] = D(ps[i]);
-                    } else if (st[0] == 0) {
-                      D v = D(ps[0]);
-                      for (int64_t i = 0; i < n; ++i) pd[i * st[1]] = v;
-                    } else {
-                      for (int64_t i = 0; i < n; ++i) pd[i * st[1]] = D(ps[i * st[0]]);
-                    }
-                  });
+  for_each_row<2>(
+      dst.shape(), {&src.strides(), &dst.strides()},
+      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        const S* ps = s + off[0];
+        D* pd = d + off[1];
+        if (st[0] == 1 && st[1] == 1) {
+          for (int64_t i = 0; i < n; ++i) pd[i] = D(ps[i]);
+        } else if (st[0] == 0) {
+          D v = D(ps[0]);
+          for (int64_t i = 0; i < n; ++i) pd[i * st[1]] = v;
+        } else {
+          for (int64_t i = 0; i < n; ++i) pd[i * st[1]] = D(ps[i * st[0]]);
+        }
+      });
 }
 
 void copy_cpu(const Tensor& src, Tensor& dst) {
   dispatch_all(src.dtype(), "copy", [&](auto stag) {
-    dispatch_all(dst.dtype(), "copy", [&](auto dtag) {
-      copy_typed<decltype(stag), decltype(dtag)>(src, dst);
-    });
+    dispatch_all(dst.dtype(), "copy",
+                 [&](auto dtag) { copy_typed<decltype(stag), decltype(dtag)>(src, dst); });
   });
 }
 
@@ -106,37 +106,45 @@ void binary_typed(const Tensor& a, const Tensor& b, Tensor& out, F f) {
     });
     return;
   }
-  for_each_row<3>(out.shape(), {&a.strides(), &b.strides(), &out.strides()},
-                  [&](const std::array<int64_t, 3>& off, int64_t n,
-                      const std::array<int64_t, 3>& st) {
-                    const T* x = pa + off[0];
-                    const T* y = pb + off[1];
-                    T* z = po + off[2];
-                    if (st[0] == 1 && st[1] == 1) {
+  for_each_row<3>(
+      out.shape(), {&a.strides(), &b.strides(), &out.strides()},
+      [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+        const T* x = pa + off[0];
+        const T* y = pb + off[1];
+        T* z = po + off[2];
+        if (st[0] == 1 && st[1] == 1) {
 #pragma omp simd
-                      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
-                    } else if (st[0] == 1 && st[1] == 0) {
-                      T v = y[0];
+          for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+        } else if (st[0] == 1 && st[1] == 0) {
+          T v = y[0];
 #pragma omp simd
-                      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], v);
-                    } else if (st[0] == 0 && st[1] == 1) {
-                      T v = x[0];
+          for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], v);
+        } else if (st[0] == 0 && st[1] == 1) {
+          T v = x[0];
 #pragma omp simd
-                      for (int64_t i = 0; i < n; ++i) z[i] = f(v, y[i]);
-                    } else {
-                      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i * st[0]], y[i * st[1]]);
-                    }
-                  });
+          for (int64_t i = 0; i < n; ++i) z[i] = f(v, y[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) z[i] = f(x[i * st[0]], y[i * st[1]]);
+        }
+      });
 }
 
 void binary_cpu(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   dispatch_floating(out.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case BinaryOp::Add: binary_typed<T>(a, b, out, [](T x, T y) { return x + y; }); break;
-      case BinaryOp::Sub: binary_typed<T>(a, b, out, [](T x, T y) { return x - y; }); break;
-      case BinaryOp::Mul: binary_typed<T>(a, b, out, [](T x, T y) { return x * y; }); break;
-      case BinaryOp::Div: binary_typed<T>(a, b, out, [](T x, T y) { return x / y; }); break;
+      case BinaryOp::Add:
+        binary_typed<T>(a, b, out, [](T x, T y) { return x + y; });
+        break;
+      case BinaryOp::Sub:
+        binary_typed<T>(a, b, out, [](T x, T y) { return x - y; });
+        break;
+      case BinaryOp::Mul:
+        binary_typed<T>(a, b, out, [](T x, T y) { return x * y; });
+        break;
+      case BinaryOp::Div:
+        binary_typed<T>(a, b, out, [](T x, T y) { return x / y; });
+        break;
     }
   });
 }
@@ -181,41 +189,24 @@ void map1(const T* x, T* y, int64_t n, F f) {
   });
 }
 
-void unary_f32(UnaryOp op, const float* x, float* y, int64_t n) {
+// One case per row of freight/unary_ops.h, each calling the op's rule (unary_rules.h).
+template <class T>
+void unary_typed(UnaryOp op, const T* x, T* y, int64_t n) {
   switch (op) {
-    case UnaryOp::Neg: map1(x, y, n, [](float v) { return -v; }); break;
-    case UnaryOp::Exp: map1(x, y, n, [](float v) { return vexp(v); }); break;
-    case UnaryOp::Log: map1(x, y, n, [](float v) { return std::log(v); }); break;
-    case UnaryOp::Sqrt: map1(x, y, n, [](float v) { return std::sqrt(v); }); break;
-    case UnaryOp::Square: map1(x, y, n, [](float v) { return v * v; }); break;
-    case UnaryOp::Relu: map1(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
-    case UnaryOp::Sigmoid: map1(x, y, n, [](float v) { return vsigmoid(v); }); break;
-    case UnaryOp::Tanh: map1(x, y, n, [](float v) { return vtanh(v); }); break;
-    case UnaryOp::Gelu: map1(x, y, n, [](float v) { return vgelu(v); }); break;
-  }
-}
-
-void unary_f64(UnaryOp op, const double* x, double* y, int64_t n) {
-  switch (op) {
-    case UnaryOp::Neg: map1(x, y, n, [](double v) { return -v; }); break;
-    case UnaryOp::Exp: map1(x, y, n, [](double v) { return std::exp(v); }); break;
-    case UnaryOp::Log: map1(x, y, n, [](double v) { return std::log(v); }); break;
-    case UnaryOp::Sqrt: map1(x, y, n, [](double v) { return std::sqrt(v); }); break;
-    case UnaryOp::Square: map1(x, y, n, [](double v) { return v * v; }); break;
-    case UnaryOp::Relu: map1(x, y, n, [](double v) { return v > 0.0 ? v : 0.0; }); break;
-    case UnaryOp::Sigmoid:
-      map1(x, y, n, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
-      break;
-    case UnaryOp::Tanh: map1(x, y, n, [](double v) { return std::tanh(v); }); break;
-    case UnaryOp::Gelu: map1(x, y, n, [](double v) { return gelu(v); }); break;
+#define FREIGHT_UNARY_CASE(E, ...)                                  \
+  case UnaryOp::E:                                                  \
+    map1(x, y, n, [](T v) { return UnaryRule<UnaryOp::E>::f(v); }); \
+    break;
+    FREIGHT_UNARY_OPS(FREIGHT_UNARY_CASE, FREIGHT_UNARY_CASE)
+#undef FREIGHT_UNARY_CASE
   }
 }
 
 void unary_cpu(UnaryOp op, const Tensor& x, Tensor& y) {
   if (x.dtype() == DType::F32)
-    unary_f32(op, x.data<float>(), y.data<float>(), x.numel());
+    unary_typed(op, x.data<float>(), y.data<float>(), x.numel());
   else if (x.dtype() == DType::F64)
-    unary_f64(op, x.data<double>(), y.data<double>(), x.numel());
+    unary_typed(op, x.data<double>(), y.data<double>(), x.numel());
   else
     dispatch_floating(x.dtype(), "unary", [](auto) {});
 }
@@ -232,26 +223,12 @@ void map3(const T* a, const T* b, const T* c, T* out, int64_t n, F f) {
 template <class T>
 void unary_backward_typed(UnaryOp op, const T* x, const T* y, const T* gy, T* gx, int64_t n) {
   switch (op) {
-    case UnaryOp::Neg: map3(x, y, gy, gx, n, [](T, T, T g) { return -g; }); break;
-    case UnaryOp::Exp: map3(x, y, gy, gx, n, [](T, T v, T g) { return g * v; }); break;
-    case UnaryOp::Log: map3(x, y, gy, gx, n, [](T u, T, T g) { return g / u; }); break;
-    case UnaryOp::Sqrt: map3(x, y, gy, gx, n, [](T, T v, T g) { return g / (T(2) * v); }); break;
-    case UnaryOp::Square: map3(x, y, gy, gx, n, [](T u, T, T g) { return T(2) * u * g; }); break;
-    case UnaryOp::Relu:
-      map3(x, y, gy, gx, n, [](T u, T, T g) { return u > T(0) ? g : T(0); });
-      break;
-    case UnaryOp::Sigmoid:  // σ' = σ(1 - σ)
-      map3(x, y, gy, gx, n, [](T, T v, T g) { return g * v * (T(1) - v); });
-      break;
-    case UnaryOp::Tanh:  // tanh' = 1 - tanh²
-      map3(x, y, gy, gx, n, [](T, T v, T g) { return g * (T(1) - v * v); });
-      break;
-    case UnaryOp::Gelu:
-      if constexpr (std::is_same_v<T, float>)
-        map3(x, y, gy, gx, n, [](T u, T, T g) { return g * vgelu_grad(u); });
-      else
-        map3(x, y, gy, gx, n, [](T u, T, T g) { return g * gelu_grad(u); });
-      break;
+#define FREIGHT_UNARY_GRAD_CASE(E, ...)                                                        \
+  case UnaryOp::E:                                                                             \
+    map3(x, y, gy, gx, n, [](T u, T v, T g) { return UnaryRule<UnaryOp::E>::grad(u, v, g); }); \
+    break;
+    FREIGHT_UNARY_OPS(FREIGHT_UNARY_GRAD_CASE, FREIGHT_UNARY_GRAD_CASE)
+#undef FREIGHT_UNARY_GRAD_CASE
   }
 }
 
@@ -259,10 +236,9 @@ void unary_backward_cpu(UnaryOp op, const Tensor& x, const Tensor& y, const Tens
                         Tensor& gx) {
   dispatch_floating(x.dtype(), "unary_backward", [&](auto tag) {
     using T = decltype(tag);
-    unary_backward_typed<T>(op, static_cast<const T*>(x.data_ptr()),
-                            static_cast<const T*>(y.data_ptr()),
-                            static_cast<const T*>(gy.data_ptr()), static_cast<T*>(gx.data_ptr()),
-                            x.numel());
+    unary_backward_typed<T>(
+        op, static_cast<const T*>(x.data_ptr()), static_cast<const T*>(y.data_ptr()),
+        static_cast<const T*>(gy.data_ptr()), static_cast<T*>(gx.data_ptr()), x.numel());
   });
 }
 

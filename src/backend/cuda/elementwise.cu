@@ -12,6 +12,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/tensor_args.h"
+#include "backend/cuda/unary_rules.cuh"
 #include "ops/kernels/elementwise.h"
 
 namespace freight::cuda {
@@ -207,40 +208,15 @@ void axpy_cuda(double alpha, const Tensor& x, Tensor& y) {
 }
 
 // ---------------------------------------------------------------- unary
-// GELU, exact form: gelu(x) = x·Φ(x) = x/2 · (1 + erf(x/√2)); its derivative is
-// Φ(x) + x·φ(x) with φ(x) = exp(−x²/2)/√(2π).
-template <class T>
-__device__ __forceinline__ T gelu_value(T x) {
-  return T(0.5) * x * (T(1) + d_erf(x * T(0.70710678118654752)));
-}
-template <class T>
-__device__ __forceinline__ T gelu_grad(T x) {
-  T cdf = T(0.5) * (T(1) + d_erf(x * T(0.70710678118654752)));
-  T pdf = T(0.39894228040143268) * d_exp(T(-0.5) * x * x);
-  return cdf + x * pdf;
-}
-
+// One case per row of freight/unary_ops.h, each calling the op's rule (unary_rules.cuh).
 template <class T>
 __device__ __forceinline__ T unary_value(UnaryOp op, T v) {
   switch (op) {
-    case UnaryOp::Neg:
-      return -v;
-    case UnaryOp::Exp:
-      return d_exp(v);
-    case UnaryOp::Log:
-      return d_log(v);
-    case UnaryOp::Sqrt:
-      return d_sqrt(v);
-    case UnaryOp::Square:
-      return v * v;
-    case UnaryOp::Relu:
-      return v > T(0) ? v : T(0);
-    case UnaryOp::Sigmoid:
-      return T(1) / (T(1) + d_exp(-v));
-    case UnaryOp::Tanh:
-      return d_tanh(v);
-    case UnaryOp::Gelu:
-      return gelu_value(v);
+#define FREIGHT_UNARY_CASE(E, ...) \
+  case UnaryOp::E:                 \
+    return UnaryRule<UnaryOp::E>::value(v);
+    FREIGHT_UNARY_OPS(FREIGHT_UNARY_CASE, FREIGHT_UNARY_CASE)
+#undef FREIGHT_UNARY_CASE
   }
   return v;
 }
@@ -266,56 +242,35 @@ void unary_cuda(UnaryOp op, const Tensor& x, Tensor& y) {
   });
 }
 
-// gx = gy · f'(x), each rule written from whichever of x and y = f(x) is cheaper (the same rules
-// as the CPU kernels). Only the operand a rule names is read, so the other may be null.
+// gx = gy · f'(x) by the op's rule. Only the operand the descriptor says the backward keeps is
+// read, so the other may be null.
+template <class T>
+__device__ __forceinline__ T unary_grad(UnaryOp op, const T* x, const T* y, T g, int64_t i) {
+  switch (op) {
+#define FREIGHT_UNARY_GRAD_CASE(E, n, Saves, ...)                                            \
+  case UnaryOp::E:                                                                           \
+    return UnaryRule<UnaryOp::E>::grad(UnarySaves::Saves == UnarySaves::Input ? x[i] : T(0), \
+                                       UnarySaves::Saves == UnarySaves::Output ? y[i] : T(0), g);
+    FREIGHT_UNARY_OPS(FREIGHT_UNARY_GRAD_CASE, FREIGHT_UNARY_GRAD_CASE)
+#undef FREIGHT_UNARY_GRAD_CASE
+  }
+  return g;
+}
+
 template <class T>
 __global__ void unary_backward_kernel(UnaryOp op, const T* x, const T* y, const T* gy, T* gx,
                                       int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    T g = gy[i], r;
-    switch (op) {
-      case UnaryOp::Neg:
-        r = -g;
-        break;
-      case UnaryOp::Exp:
-        r = g * y[i];
-        break;  // (eˣ)' = eˣ = y
-      case UnaryOp::Log:
-        r = g / x[i];
-        break;  // (log x)' = 1/x
-      case UnaryOp::Sqrt:
-        r = g / (T(2) * y[i]);
-        break;  // (√x)' = 1/(2√x)
-      case UnaryOp::Square:
-        r = T(2) * x[i] * g;
-        break;  // (x²)' = 2x
-      case UnaryOp::Relu:
-        r = x[i] > T(0) ? g : T(0);
-        break;  // 0 at the kink, as the CPU
-      case UnaryOp::Sigmoid:
-        r = g * y[i] * (T(1) - y[i]);
-        break;  // σ' = σ(1 − σ)
-      case UnaryOp::Tanh:
-        r = g * (T(1) - y[i] * y[i]);
-        break;  // tanh' = 1 − tanh²
-      case UnaryOp::Gelu:
-        r = g * gelu_grad(x[i]);
-        break;
-      default:
-        r = g;
-        break;
-    }
-    gx[i] = r;
-  }
+       i += int64_t(gridDim.x) * blockDim.x)
+    gx[i] = unary_grad(op, x, y, gy[i], i);
 }
 
 // Which operand the rule of `op` reads: x (the input) or y (the forward output).
 bool backward_reads_x(UnaryOp op) {
-  return op == UnaryOp::Log || op == UnaryOp::Square || op == UnaryOp::Relu || op == UnaryOp::Gelu;
+  return unary_info(op).saves == UnarySaves::Input;
 }
 bool backward_reads_y(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Sigmoid || op == UnaryOp::Tanh;
+  return unary_info(op).saves == UnarySaves::Output;
 }
 
 void unary_backward_cuda(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy,

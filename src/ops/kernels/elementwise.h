@@ -4,12 +4,12 @@
 #pragma once
 #include "core/kernel.h"
 #include "freight/tensor.h"
+#include "freight/unary_ops.h"
 
 namespace freight {
 
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 enum class ScalarOp : uint8_t { Mul, Add };
-enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Square, Relu, Sigmoid, Tanh, Gelu };
 
 namespace kernels {
 // out[...] = value. `out` contiguous.
@@ -19,9 +19,9 @@ FREIGHT_KERNEL(copy, void(const Tensor& src, Tensor& dst));
 FREIGHT_KERNEL(binary, void(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out));
 FREIGHT_KERNEL(scalar, void(ScalarOp op, const Tensor& a, double s, Tensor& out));
 FREIGHT_KERNEL(unary, void(UnaryOp op, const Tensor& x, Tensor& y));
-// gx = gy · dy/dx, from the input x or the output y, whichever the rule needs (log, square and
-// gelu read x; the others y, relu its sign). The op layer keeps only that one tensor and passes
-// it in both slots, so a rule must never read the other.
+// gx = gy · dy/dx, from the input x or the output y, whichever the op's descriptor row says its
+// backward keeps (freight/unary_ops.h: Saves). The op layer keeps only that one tensor and
+// passes it in both slots (gy when the rule reads neither), so a rule must never read the other.
 FREIGHT_KERNEL(unary_backward,
                void(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy, Tensor& gx));
 // y += alpha · x, both contiguous with the same shape (gradient accumulation).
