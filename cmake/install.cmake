@@ -1,6 +1,7 @@
 # `cmake --install build --prefix P` installs:
 #   P/bin/freight                    the command (RUNPATH $ORIGIN/../lib: finds the engine there)
-#   P/lib/libfreight.so              the engine, and every library listed below beside it
+#   P/lib/libfreight.so              the engine, and every library listed below beside it, and
+#   P/lib/libfreight_tooling.so      the tooling the command links (explain, plan, bench)
 #   P/include/freight/               the public headers
 #   P/share/freight/models/          the model zoo (found from the engine's own location)
 #   P/lib/cmake/Freight/             FreightConfig.cmake: find_package(Freight) -> Freight::freight
@@ -39,6 +40,10 @@ install(TARGETS freight EXPORT FreightTargets
 if(freight_module_libraries)
   install(TARGETS ${freight_module_libraries} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+# The tooling (explain, plan, bench) that the command links, beside the engine.
+set_target_properties(freight_tooling PROPERTIES
+  INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS freight_tooling LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET freight_cli)
   set_target_properties(freight_cli PROPERTIES
     INSTALL_RPATH "$ORIGIN/${freight_bin_to_lib}" INSTALL_RPATH_USE_LINK_PATH TRUE)

@@ -6,11 +6,10 @@
 #include <unordered_map>
 
 #include "core/autograd_node.h"
+#include "core/core_kernels.h"
 #include "core/tensor_impl.h"
 #include "freight/error.h"
-#include "freight/ops.h"
 #include "freight/profiler.h"
-#include "ops/kernels/elementwise.h"
 
 namespace freight {
 
@@ -38,13 +37,22 @@ Edge edge_of(const Tensor& t) {
   return {impl->grad_acc, 0};
 }
 
-// Sum of two gradients arriving at the same output (a tensor used twice).
+// Sum of two gradients arriving at the same output (a tensor used twice): what the op add
+// computes (the same kernel into a fresh tensor; nothing is recorded during backward), called
+// through the slot so that the core needs nothing from the ops layer.
 Tensor accumulate(Tensor a, const Tensor& b) {
   if (!a.defined()) return b;
   FREIGHT_CHECK(a.shape() == b.shape(),
                 fmt::format("autograd: gradient of shape {} cannot be added to one of shape {}",
                             shape_str(b.shape()), shape_str(a.shape())));
-  return add(a, b);
+  FREIGHT_CHECK(a.device() == b.device() && a.dtype() == b.dtype(),
+                fmt::format("autograd: gradient of dtype {} on {} cannot be added to one of "
+                            "dtype {} on {}",
+                            dtype_name(b.dtype()), b.device().str(), dtype_name(a.dtype()),
+                            a.device().str()));
+  Tensor sum = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (sum.numel() > 0) kernels::binary(a.device().type, BinaryOp::Add, a, b, sum);
+  return sum;
 }
 
 void accumulate_into_leaf(Node& acc, const Tensor& g) {

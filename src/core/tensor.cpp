@@ -1,5 +1,6 @@
-// Tensor construction, metadata, copies and host access. The differentiable view methods
-// (reshape, transpose, ...) forward to the shape ops in src/ops/shape.cpp.
+// Tensor construction, metadata, copies and host access. The methods that are ops, recorded on
+// the autograd graph (clone, contiguous, reshape, transpose, ...), are defined with the shape ops
+// in src/ops/shape.cpp: the core needs nothing from the ops layer above it.
 #include "freight/tensor.h"
 
 #include <fmt/format.h>
@@ -9,13 +10,12 @@
 
 #include "core/autograd_node.h"
 #include "core/backend.h"
+#include "core/core_kernels.h"
 #include "core/philox.h"
 #include "core/tensor_impl.h"
 #include "freight/error.h"
-#include "freight/ops.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
-#include "ops/kernels/elementwise.h"
 
 namespace freight {
 
@@ -383,35 +383,6 @@ bool Tensor::is_leaf() const {
 }
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   return checked(impl_).grad_fn;
-}
-
-// ---------------------------------------------------------------- differentiable views
-Tensor Tensor::contiguous() const {
-  return is_contiguous() ? *this : clone();
-}
-Tensor Tensor::reshape(const Shape& s) const {
-  return freight::reshape(*this, s);
-}
-Tensor Tensor::view(const Shape& s) const {
-  FREIGHT_CHECK(is_contiguous(), fmt::format("view: tensor of shape {} is not contiguous; use "
-                                             "reshape()",
-                                             shape_str(shape())));
-  return freight::reshape(*this, s);
-}
-Tensor Tensor::flatten(int64_t a, int64_t b) const {
-  return freight::flatten(*this, a, b);
-}
-Tensor Tensor::transpose(int64_t a, int64_t b) const {
-  return freight::transpose(*this, a, b);
-}
-Tensor Tensor::permute(const std::vector<int64_t>& d) const {
-  return freight::permute(*this, d);
-}
-Tensor Tensor::slice(int64_t d, int64_t a, int64_t b) const {
-  return freight::slice(*this, d, a, b);
-}
-Tensor Tensor::select(int64_t d, int64_t i) const {
-  return freight::select(*this, d, i);
 }
 
 }  // namespace freight

@@ -37,15 +37,6 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool s
   return order;
 }
 
-Normalisation normalisation(double mean, double std) {
-  Normalisation n;
-  n.inv_std = float(1.0 / std);
-  n.mean = float(mean);
-  n.scale = n.inv_std / 255.0f;
-  n.shift = -n.mean * n.inv_std;
-  return n;
-}
-
 struct Loader::Impl {
   Dataset ds;
   LoaderOptions opt;

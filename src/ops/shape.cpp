@@ -228,4 +228,35 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return cat(parts, d);
 }
 
+// ---------------------------------------------------------------- Tensor's differentiable views
+// Declared in freight/tensor.h (the core) and defined here, beside clone(): they are shape ops,
+// recorded on the graph.
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
+Tensor Tensor::reshape(const Shape& s) const {
+  return freight::reshape(*this, s);
+}
+Tensor Tensor::view(const Shape& s) const {
+  FREIGHT_CHECK(is_contiguous(), fmt::format("view: tensor of shape {} is not contiguous; use "
+                                             "reshape()",
+                                             shape_str(shape())));
+  return freight::reshape(*this, s);
+}
+Tensor Tensor::flatten(int64_t a, int64_t b) const {
+  return freight::flatten(*this, a, b);
+}
+Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  return freight::transpose(*this, a, b);
+}
+Tensor Tensor::permute(const std::vector<int64_t>& d) const {
+  return freight::permute(*this, d);
+}
+Tensor Tensor::slice(int64_t d, int64_t a, int64_t b) const {
+  return freight::slice(*this, d, a, b);
+}
+Tensor Tensor::select(int64_t d, int64_t i) const {
+  return freight::select(*this, d, i);
+}
+
 }  // namespace freight

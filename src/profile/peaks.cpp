@@ -1,5 +1,5 @@
-// measure_peaks / peaks_for: the device-specific measurements (peaks_device.h), the framework's
-// per-op costs measured through the public API on any device, and the JSON cache.
+// measure_peaks / peaks_for: the device-specific measurements (core/hardware_peaks.h), the
+// framework's per-op costs measured through the public API on any device, and the JSON cache.
 #include "freight/peaks.h"
 
 #include <fmt/format.h>
@@ -38,6 +38,25 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// The device-specific figures (core/hardware_peaks.h) into their fields of DevicePeaks.
+void copy_hardware_peaks(const HardwarePeaks& hw, DevicePeaks& p) {
+  p.threads = hw.threads;
+  p.fp32_flops = hw.fp32_flops;
+  p.tf32_flops = hw.tf32_flops;
+  p.bf16_flops = hw.bf16_flops;
+  p.gemm_n = hw.gemm_n;
+  p.gemm_overhead_s = hw.gemm_overhead_s;
+  p.spread = hw.spread;
+  p.mem_bandwidth = hw.mem_bandwidth;
+  p.levels.clear();
+  for (const HardwarePeaks::Level& l : hw.levels) p.levels.push_back({l.bytes, l.bandwidth});
+  p.h2d_pinned = hw.h2d_pinned;
+  p.h2d_pageable = hw.h2d_pageable;
+  p.d2h_pinned = hw.d2h_pinned;
+  p.d2h_pageable = hw.d2h_pageable;
+  p.launch_s = hw.launch_s;
 }
 
 // Seconds per op of a chain of tiny (one-element) ops through the public API, queued back to
@@ -218,7 +237,9 @@ DevicePeaks measure_peaks(Device device) {
   p.name = device_name(device);
   p.build = build_info();
   p.key = peaks_key(device);
-  profile::measure_device_peaks(device.type, device.index, p);
+  HardwarePeaks hw;
+  kernels::measure_hardware_peaks(device.type, device.index, hw);
+  copy_hardware_peaks(hw, p);
   {
     NoGradGuard no_grad;
     p.op_s = tiny_op_seconds(device);

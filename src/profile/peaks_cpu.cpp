@@ -64,7 +64,7 @@ size_t l2_bytes_per_core() {
   return size_t(1) << 20;
 }
 
-void measure_cpu(int, DevicePeaks& p) {
+void measure_cpu(int, HardwarePeaks& p) {
   p.threads = num_threads();
   // The best of three large square sizes: on a machine whose memory cannot feed the largest
   // GEMMs the middle size wins, and that is the rate a layer can hope for.
@@ -102,7 +102,7 @@ void measure_cpu(int, DevicePeaks& p) {
 
 }  // namespace
 
-FREIGHT_REGISTER_KERNEL(measure_device_peaks, CPU, measure_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::measure_hardware_peaks, CPU, measure_cpu);
 
 }  // namespace freight::profile
 

@@ -1,4 +1,5 @@
-// The subcommands of `freight`, one file each.
+// The subcommands of `freight`, one file each; main.cpp adds them to the command line. (The
+// helpers they share are in format.h.)
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -11,12 +12,5 @@ void add_devices(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_explain(CLI::App& app);
 void add_plan(CLI::App& app);
-
-// True when standard output is a terminal (progress bars then, one line per epoch otherwise).
-bool stdout_is_tty();
-// "1:02:03" / "2:05" / "42.1 s"
-std::string format_duration(double seconds);
-std::string format_bytes(double bytes);
-std::string format_count(double n);  // 1.2k, 3.4M, 5.6G
 
 }  // namespace freight::cli

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "format.h"
 #include "freight/device.h"
 #include "freight/peaks.h"
 #include "freight/runtime.h"

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "format.h"
 #include "freight/error.h"
 #include "freight/plan.h"
 

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "format.h"
 #include "freight/nn/container.h"
 #include "freight/nn/model_file.h"
 #include "freight/nn/module.h"

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "format.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
 #include "stop_signals.h"

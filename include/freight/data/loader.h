@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "freight/data/dataset.h"
+#include "freight/data/normalisation.h"
 #include "freight/device.h"
 
 namespace freight::data {
@@ -43,14 +44,6 @@ struct LoaderOptions {
 // Fisher-Yates shuffle driven by Philox(seed). A pure function of its arguments, shared by the
 // Loader and by --data-on-device, so both (and a resumed run) see the same batches.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle = true);
-
-// The affine map of the loader's normalisation in float, computed once so every backend maps a
-// value the same way: uint8 pixels become fma(float(pixel), scale, shift) with
-// scale = (1/std)/255 and shift = −mean·(1/std); float inputs become (x − mean)·inv_std.
-struct Normalisation {
-  float scale, shift, mean, inv_std;
-};
-Normalisation normalisation(double mean, double std);
 
 class Loader {
  public:

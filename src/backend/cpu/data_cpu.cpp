@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "freight/data/loader.h"
+#include "freight/data/normalisation.h"
 #include "ops/kernels/data.h"
 
 namespace freight::cpu {

@@ -6,7 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
-#include "freight/data/loader.h"
+#include "freight/data/normalisation.h"
 #include "ops/kernels/data.h"
 
 namespace freight::cuda {

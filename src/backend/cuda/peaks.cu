@@ -1,7 +1,8 @@
-// Peaks of an NVIDIA GPU for `freight devices --measure` (see freight/peaks.h): cuBLAS GEMM in
-// float32 (full FP32 arithmetic), float32 with TF32 tensor cores, and bfloat16 with float32
-// accumulation; device memory bandwidth from a large device-to-device copy; host<->device
-// bandwidth from pinned and pageable buffers; the cost of one empty kernel launch.
+// Peaks of an NVIDIA GPU for `freight devices --measure` (see freight/peaks.h; the slot is in
+// core/hardware_peaks.h): cuBLAS GEMM in float32 (full FP32 arithmetic), float32 with TF32
+// tensor cores, and bfloat16 with float32 accumulation; device memory bandwidth from a large
+// device-to-device copy; host<->device bandwidth from pinned and pageable buffers; the cost of
+// one empty kernel launch.
 //
 // Everything runs on a stream and a cuBLAS handle of its own (so the engine's handle keeps its
 // math mode), GEMM and on-device copies are timed with CUDA events, transfers and launches with
@@ -19,7 +20,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
-#include "profile/peaks_device.h"
+#include "core/hardware_peaks.h"
 
 namespace freight::cuda {
 namespace {
@@ -90,7 +91,7 @@ double event_seconds(cudaStream_t s, int repeats, int inner, Fn&& fn,
     t.push_back(double(ms) * 1e-3 / inner);
   }
   if (all) *all = t;
-  return profile::median(t);
+  return timing_stats::median(t);
 }
 
 // Median seconds per call of `fn` measured on the host clock up to the end of the stream's work.
@@ -105,7 +106,7 @@ double host_seconds(cudaStream_t s, int repeats, int inner, Fn&& fn) {
     FREIGHT_CUDA_CHECK(cudaStreamSynchronize(s));
     t.push_back(since(t0) / inner);
   }
-  return profile::median(t);
+  return timing_stats::median(t);
 }
 
 // Seconds of one float32 n x n GEMM under the handle's current math mode.
@@ -121,7 +122,7 @@ double sgemm_seconds(Blas& blas, cudaStream_t s, int n, const DeviceBuffer& a,
   return event_seconds(s, repeats, inner, call, all);
 }
 
-void measure_cuda(int index, DevicePeaks& p) {
+void measure_cuda(int index, HardwarePeaks& p) {
   set_device(index);
   Stream stream;
   cudaStream_t s = stream.s;
@@ -141,7 +142,7 @@ void measure_cuda(int index, DevicePeaks& p) {
     double flop = 2.0 * std::pow(double(n), 3);
     p.gemm_n = n;
     p.fp32_flops = flop / t;
-    p.spread = profile::spread(runs);
+    p.spread = timing_stats::spread(runs);
 
     // Small GEMMs for the overhead term of the time model t(F) = t0 + F / peak.
     std::vector<double> f, sec;
@@ -150,7 +151,7 @@ void measure_cuda(int index, DevicePeaks& p) {
       f.push_back(fl);
       sec.push_back(sgemm_seconds(blas, s, m, a, b, c, 5, 20));
     }
-    p.gemm_overhead_s = profile::fit_overhead(f, sec, p.fp32_flops);
+    p.gemm_overhead_s = timing_stats::fit_overhead(f, sec, p.fp32_flops);
 
     FREIGHT_CUDA_CHECK(cublasSetMathMode(blas.h, CUBLAS_TF32_TENSOR_OP_MATH));
     p.tf32_flops = flop / sgemm_seconds(blas, s, n, a, b, c, 5, 3);
@@ -222,6 +223,6 @@ void measure_cuda(int index, DevicePeaks& p) {
 
 }  // namespace
 
-FREIGHT_REGISTER_KERNEL(profile::measure_device_peaks, CUDA, measure_cuda);
+FREIGHT_REGISTER_KERNEL(kernels::measure_hardware_peaks, CUDA, measure_cuda);
 
 }  // namespace freight::cuda

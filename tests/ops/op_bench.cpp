@@ -2,7 +2,7 @@
 // shapes), time forward alone and forward + backward, reporting GFLOP/s (from the case's flop
 // count, forward only) and GB/s (bytes of inputs and output touched once).
 //
-//   build/bench/freight_op_bench --benchmark_filter=linear
+//   build/tests/freight_op_bench --benchmark_filter=linear
 //
 // Benchmarks must state which BLAS kernels ran: the context line prints build_info(), which
 // names OpenBLAS's core type (OPENBLAS_CORETYPE=Haswell would force AVX2 kernels).
