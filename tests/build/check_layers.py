@@ -29,7 +29,7 @@ ALLOWED = {
     "io": ["core"],
     "nn": ["core", "ops", "io"],
     "optim": ["core", "ops"],
-    "data": ["core", "ops"],
+    "data": ["core", "ops", "io"],  # bytes on disk (io) -> dataset -> loader
     "training": ["core", "ops", "io", "nn", "optim", "data"],
     "profile": ENGINE,
     "bench-tools": ENGINE + ["profile"],
@@ -50,6 +50,7 @@ PUBLIC_HEADERS = {
     "freight/runtime.h": "core",
     "freight/profiler.h": "core",
     "freight/ops.h": "ops",
+    "freight/unary_ops.h": "ops",  # the unary ops' descriptor rows
     # The affine map the data kernels apply (a kernel argument), below the loader.
     "freight/data/normalisation.h": "ops",
     "freight/training.h": "training",
