@@ -96,6 +96,18 @@ Tensor empty_pinned(const Shape& shape, DType dtype, Device gpu);
 std::function<Tensor(const Shape&, DType)> pinned_host_allocator(Device gpu);
 bool is_pinned(const Tensor& t);
 
+// ---- CPU kernels ----
+// The CPU kernels are built for several instruction-set levels and one is loaded at the first CPU
+// kernel call: the best this CPU runs, or the one FREIGHT_CPU_ISA names (an unknown level, or one
+// this CPU cannot run, is an error). On x86-64 the levels are "avx2" (x86-64-v3) and "avx512"
+// (x86-64-v4); elsewhere "generic"; "built-in" when the build compiled them into the library
+// (-DFREIGHT_NATIVE=ON). These load the kernels if they are not loaded yet (and throw as that
+// does).
+std::string cpu_kernel_isa();         // the level in use
+std::string cpu_kernel_isa_reason();  // why: "the best this CPU runs", "FREIGHT_CPU_ISA=avx2"
+// The levels this build has and this CPU runs, lowest first (what FREIGHT_CPU_ISA may name).
+std::vector<std::string> cpu_isas_supported();
+
 // Versions of the libraries in use (BLAS, its core type, CUDA runtime...), for benchmark records.
 std::string build_info();
 

@@ -2,6 +2,11 @@
 // `slot(device_type, args...)`; backends fill their entries at load time with
 // FREIGHT_REGISTER_KERNEL. A missing implementation is a loud error naming the kernel and the
 // device, never a silent fallback to another device.
+//
+// The CPU kernels live in a module per instruction-set level (libfreight_cpu_avx2.so, ...,
+// src/backend/cpu/cpu_isa.cpp): the first look-up that finds a CPU slot empty loads the module
+// the CPU runs best, whose static registrars fill the slots, and looks again. So the hot path
+// is one load and one test, as before.
 #pragma once
 #include <utility>
 
@@ -9,6 +14,13 @@
 #include "freight/error.h"
 
 namespace freight {
+
+namespace detail {
+// Loads the CPU kernels of the chosen instruction-set level once (thread-safe; throws a
+// freight::Error naming the level and the paths tried when it cannot). A no-op when the kernels
+// are compiled into the library.
+void load_cpu_kernels();
+}  // namespace detail
 
 template <class Sig>
 class Kernel;
@@ -20,11 +32,14 @@ class Kernel<R(Args...)> {
   constexpr explicit Kernel(const char* name) : name_(name) {}
   const char* name() const { return name_; }
   void set(DeviceType type, Fn fn) { impl_[int(type)] = fn; }
-  bool has(DeviceType type) const { return impl_[int(type)] != nullptr; }
+  bool has(DeviceType type) const {
+    if (impl_[int(type)] == nullptr && type == DeviceType::CPU) detail::load_cpu_kernels();
+    return impl_[int(type)] != nullptr;
+  }
   Fn get(DeviceType type) const {
     Fn fn = impl_[int(type)];
     if (!fn) [[unlikely]]
-      missing(type);
+      return load_or_fail(type);
     return fn;
   }
   template <class... A>
@@ -33,6 +48,12 @@ class Kernel<R(Args...)> {
   }
 
  private:
+  Fn load_or_fail(DeviceType type) const {
+    if (type == DeviceType::CPU) detail::load_cpu_kernels();
+    Fn fn = impl_[int(type)];
+    if (!fn) missing(type);
+    return fn;
+  }
   [[noreturn]] void missing(DeviceType type) const {
     throw Error(std::string("kernel '") + name_ + "' has no implementation for device " +
                 (type == DeviceType::CPU ? "cpu" : "cuda") +
@@ -50,12 +71,18 @@ struct KernelRegistrar {
 };
 
 // Declares a kernel slot in a kernel header (one definition program-wide: an inline variable).
-#define FREIGHT_KERNEL(name, ...) inline ::freight::Kernel<__VA_ARGS__> name{#name}
+// Default visibility, even in the CPU kernel modules (compiled with -fvisibility=hidden): a
+// module's registrars must fill libfreight's slots, which the dynamic linker binds them to,
+// not copies of their own.
+#define FREIGHT_KERNEL(name, ...)                                                     \
+  __attribute__((visibility("default"))) inline ::freight::Kernel<__VA_ARGS__> name { \
+#name                                                                             \
+  }
 
 #define FREIGHT_CONCAT_INNER(a, b) a##b
 #define FREIGHT_CONCAT(a, b) FREIGHT_CONCAT_INNER(a, b)
 // Registers `fn` as the implementation of `slot` for DeviceType::device (CPU or CUDA).
-#define FREIGHT_REGISTER_KERNEL(slot, device, fn)                                     \
+#define FREIGHT_REGISTER_KERNEL(slot, device, fn)                                        \
   static ::freight::KernelRegistrar FREIGHT_CONCAT(freight_kernel_registrar_, __LINE__)( \
       slot, ::freight::DeviceType::device, fn)
 

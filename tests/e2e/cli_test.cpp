@@ -100,4 +100,36 @@ TEST_F(Cli, DevicesListsTheCpu) {
   EXPECT_NE(r.output.find("cpu"), std::string::npos) << r.output;
 }
 
+// `freight devices` says which CPU kernels run; FREIGHT_CPU_ISA picks them, and a level that is
+// unknown, or that the CPU cannot run, is a clear error rather than a silent choice of another.
+TEST_F(Cli, DevicesSaysWhichCpuKernelsRun) {
+  CliRun r = freight_cli("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("CPU kernels: "), std::string::npos) << r.output;
+  if (r.output.find("CPU kernels: built-in") != std::string::npos) return;  // FREIGHT_NATIVE=ON
+
+  CliRun bad =
+      freight::test::shell("FREIGHT_CPU_ISA=sse9 " + std::string(FREIGHT_CLI_PATH) + " devices");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("FREIGHT_CPU_ISA=sse9: this build has CPU kernels for "),
+            std::string::npos)
+      << bad.output;
+#if defined(__x86_64__)
+  CliRun avx2 =
+      freight::test::shell("FREIGHT_CPU_ISA=avx2 " + std::string(FREIGHT_CLI_PATH) + " devices");
+  ASSERT_EQ(avx2.status, 0) << avx2.output;
+  EXPECT_NE(avx2.output.find("CPU kernels: avx2 (FREIGHT_CPU_ISA=avx2"), std::string::npos)
+      << avx2.output;
+  CliRun avx512 =
+      freight::test::shell("FREIGHT_CPU_ISA=avx512 " + std::string(FREIGHT_CLI_PATH) + " devices");
+  if (r.output.find("this CPU runs: avx2, avx512") != std::string::npos) {
+    EXPECT_EQ(avx512.status, 0) << avx512.output;
+  } else {
+    EXPECT_NE(avx512.status, 0) << avx512.output;
+    EXPECT_NE(avx512.output.find("this CPU cannot run the avx512 kernels"), std::string::npos)
+        << avx512.output;
+  }
+#endif
+}
+
 }  // namespace

@@ -101,6 +101,11 @@ void add_devices(CLI::App& app) {
             "         {}\n",
             d.name, d.compute_units, format_bytes(double(d.memory_total)),
             format_bytes(double(d.memory_free)), d.details);
+        std::string runs;
+        for (const std::string& level : cpu_isas_supported())
+          runs += (runs.empty() ? "" : ", ") + level;
+        fmt::print("         CPU kernels: {} ({}; this CPU runs: {})\n", cpu_kernel_isa(),
+                   cpu_kernel_isa_reason(), runs);
       } else {
         fmt::print(
             "{:<8} {}\n         compute capability {}, {} multiprocessors, {} memory ({} "

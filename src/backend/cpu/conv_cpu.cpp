@@ -26,7 +26,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -143,7 +142,6 @@ struct BlasEngine {
 };
 
 // ================================================================ engine choice
-std::atomic<int> g_engine{int(ConvEngine::Auto)};
 
 // The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
 //  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
@@ -158,7 +156,7 @@ std::atomic<int> g_engine{int(ConvEngine::Auto)};
 // A forced engine is used where it applies, else Panel; without AVX-512 everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #if defined(__AVX512F__)
-  const ConvEngine forced = ConvEngine(g_engine.load(std::memory_order_relaxed));
+  const ConvEngine forced = forced_conv_engine();
   const bool stride1 = g.sh == 1 && g.sw == 1;
   if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
   if (pass == 2) {
@@ -188,11 +186,9 @@ ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #endif
 }
 
-// Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
-// engine really ran.
-std::atomic<int64_t> g_runs[3][5];
+// Counted in libfreight (conv_engine_choice.cpp), for tests that check a forced engine really ran.
 void ran(int pass, ConvEngine e) {
-  g_runs[pass][int(e)].fetch_add(1, std::memory_order_relaxed);
+  count_conv_engine_run(pass, e);
 }
 
 // No default cases: -Wswitch flags an engine left out.
@@ -321,21 +317,17 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
                     [&](auto tag) { backward_weight_typed<decltype(tag)>(gy, x, g, gw, gb); });
 }
 
-}  // namespace
-
-void set_conv_engine(ConvEngine e) {
-  g_engine = int(e);
-}
-int64_t conv_engine_runs(int pass, ConvEngine e) {
-  return g_runs[pass][int(e)].load(std::memory_order_relaxed);
-}
-bool conv_has_avx512_engine() {
+bool avx512_engines_built() {
 #if defined(__AVX512F__)
   return true;
 #else
   return false;
 #endif
 }
+
+}  // namespace
+
+FREIGHT_REGISTER_KERNEL(conv_avx512_engines_built, CPU, avx512_engines_built);
 
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_forward, CPU, forward_cpu);
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_input, CPU, backward_input_cpu);

@@ -1,6 +1,10 @@
-// Test and benchmark hooks of the CPU convolution (internal).
+// Test and benchmark hooks of the CPU convolution (internal). The engines themselves are in the
+// CPU kernel modules (conv_cpu.cpp); the choice a test forces and the run counters live in
+// libfreight (conv_engine_choice.cpp), so they are one state whatever module is loaded.
 #pragma once
 #include <cstdint>
+
+#include "core/kernel.h"
 
 namespace freight::cpu {
 enum class ConvEngine : int {
@@ -10,12 +14,20 @@ enum class ConvEngine : int {
   Implicit,  // AVX-512 tiles over shifted windows of padded planes (stride 1)
   Direct,    // AVX-512 tiles of output pixels x output-channel vectors (horizontal stride 1, 2)
 };
-// Forces an engine for all CPU convolutions where it applies (else Panel; everything is Blas
-// without AVX-512), so tests can check the engines against each other. Not thread-safe with
-// convolutions running.
+// Forces an engine for all CPU convolutions where it applies (else Panel), so tests can check the
+// engines against each other. Forcing an AVX-512 engine when the loaded CPU kernels have none
+// (FREIGHT_CPU_ISA=avx2, a CPU without AVX-512) throws rather than run another engine. Not
+// thread-safe with convolutions running.
 void set_conv_engine(ConvEngine e);
 // How many times `pass` (0 forward, 1 input gradient, 2 weight gradient) has run on engine e.
 int64_t conv_engine_runs(int pass, ConvEngine e);
-// Whether this build has the AVX-512 engines (compiled with AVX-512F).
+// Whether the loaded CPU kernels have the AVX-512 engines (were compiled with AVX-512F).
 bool conv_has_avx512_engine();
+
+// For the engines in the kernel module: the engine forced (Auto when none), and a count of a
+// pass that ran on engine e.
+ConvEngine forced_conv_engine();
+void count_conv_engine_run(int pass, ConvEngine e);
+// Filled by the kernel module: whether it has the AVX-512 engines.
+FREIGHT_KERNEL(conv_avx512_engines_built, bool());
 }  // namespace freight::cpu

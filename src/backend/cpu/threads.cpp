@@ -55,6 +55,9 @@ std::string build_info() {
       openblas_get_corename(),
       coretype ? fmt::format(", forced by OPENBLAS_CORETYPE={}", coretype) : std::string(),
       num_threads(), __GNUC__, __GNUC_MINOR__);
+  // The instruction-set level of Freight's own CPU kernels (cpu_isa.cpp): records and the peaks
+  // cache must tell an avx2 run from an avx512 one.
+  s += fmt::format(", CPU kernels {}", cpu_kernel_isa());
 #if FREIGHT_WITH_CUDA
   s += ", CUDA backend built";
 #else

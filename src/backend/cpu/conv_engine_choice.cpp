@@ -1,0 +1,57 @@
+// The convolution engine a test forces and the count of passes per engine (conv_cpu.h). Kept in
+// libfreight, not in the CPU kernel modules, so that the state is one whatever level is loaded.
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "backend/cpu/conv_cpu.h"
+#include "freight/error.h"
+#include "freight/runtime.h"
+
+namespace freight::cpu {
+namespace {
+std::atomic<int> g_engine{int(ConvEngine::Auto)};
+// Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
+// engine really ran.
+std::atomic<int64_t> g_runs[3][5];
+
+const char* engine_name(ConvEngine e) {
+  switch (e) {
+    case ConvEngine::Auto:
+      return "Auto";
+    case ConvEngine::Blas:
+      return "Blas";
+    case ConvEngine::Panel:
+      return "Panel";
+    case ConvEngine::Implicit:
+      return "Implicit";
+    case ConvEngine::Direct:
+      return "Direct";
+  }
+  return "?";
+}
+}  // namespace
+
+void set_conv_engine(ConvEngine e) {
+  const bool needs_avx512 = e != ConvEngine::Auto && e != ConvEngine::Blas;
+  FREIGHT_CHECK(!needs_avx512 || conv_has_avx512_engine(),
+                fmt::format("convolution engine {} needs the AVX-512 CPU kernels, but the {} "
+                            "kernels are loaded ({}); force Blas or Auto, or run where "
+                            "FREIGHT_CPU_ISA=avx512 works",
+                            engine_name(e), cpu_kernel_isa(), cpu_kernel_isa_reason()));
+  g_engine = int(e);
+}
+int64_t conv_engine_runs(int pass, ConvEngine e) {
+  return g_runs[pass][int(e)].load(std::memory_order_relaxed);
+}
+bool conv_has_avx512_engine() {
+  return conv_avx512_engines_built(DeviceType::CPU);
+}
+ConvEngine forced_conv_engine() {
+  return ConvEngine(g_engine.load(std::memory_order_relaxed));
+}
+void count_conv_engine_run(int pass, ConvEngine e) {
+  g_runs[pass][int(e)].fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace freight::cpu
