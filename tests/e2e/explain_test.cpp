@@ -261,7 +261,7 @@ TEST_F(Explain, ExplainAgreesWithItsOwnMeasurement) {
   // Rounds of explain then the test's own measurement, each pair seconds apart, and the median
   // over the rounds: a machine shared with other tests can run this process at half speed for
   // a second or two, and a slow spell then spoils one round, not the comparison.
-  constexpr int kRounds = 3;
+  constexpr int kRounds = 5;
   std::vector<double> unprofiled_ratio, profiled_ratio, phases_ratio;
   std::map<std::string, std::vector<double>> own_layer, explain_layer;
   for (int round = 0; round < kRounds; ++round) {
