@@ -1,8 +1,9 @@
 // The op table: one entry per op (or per variant of an op), each with the input shapes to try,
 // the op as a function of its inputs, and a naive reference. The harness in op_harness_test.cpp
 // runs every entry through the same checks (forward against the reference in float64 and
-// float32, float64 central-difference gradients, CUDA against CPU with poisoned outputs), and
-// bench/ times the same entries. Adding an op means adding one entry here.
+// float32, float64 central-difference gradients, CUDA against CPU with poisoned outputs),
+// op_layouts_test.cpp runs them on transposed and strided views of the same inputs, and bench/
+// times the same entries. Adding an op means adding one entry here.
 #pragma once
 #include <functional>
 #include <string>
