@@ -29,8 +29,8 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Shape& from) {
   }
   if (unknown >= 0) {
     FREIGHT_CHECK(known > 0 && numel % known == 0,
-                  fmt::format("reshape: cannot reshape {} ({} elements) into {}",
-                              shape_str(from), numel, shape_str(requested)));
+                  fmt::format("reshape: cannot reshape {} ({} elements) into {}", shape_str(from),
+                              numel, shape_str(requested)));
     s[unknown] = numel / known;
   }
   FREIGHT_CHECK(shape_numel(s) == numel,
@@ -71,8 +71,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   int64_t r = x.dim();
   if (r == 0) return reshape(x, {1});
   int64_t a = wrap_dim(start_dim, r, "flatten"), b = wrap_dim(end_dim, r, "flatten");
-  FREIGHT_CHECK(a <= b, fmt::format("flatten: start_dim {} is after end_dim {}", start_dim,
-                                    end_dim));
+  FREIGHT_CHECK(a <= b,
+                fmt::format("flatten: start_dim {} is after end_dim {}", start_dim, end_dim));
   Shape s(x.shape().begin(), x.shape().begin() + a);
   int64_t m = 1;
   for (int64_t i = a; i <= b; ++i) m *= x.shape()[i];
@@ -182,15 +182,14 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   Shape s = first.shape();
   s[d] = 0;
   for (const Tensor& x : xs) {
-    bool same = x.dim() == first.dim() && x.dtype() == first.dtype() &&
-                x.device() == first.device();
-    for (int64_t i = 0; same && i < x.dim(); ++i)
-      same = i == d || x.shape()[i] == first.shape()[i];
+    bool same =
+        x.dim() == first.dim() && x.dtype() == first.dtype() && x.device() == first.device();
+    for (int64_t i = 0; same && i < x.dim(); ++i) same = i == d || x.shape()[i] == first.shape()[i];
     FREIGHT_CHECK(same, fmt::format("cat: tensor of shape {} ({}, {}) does not match {} ({}, {}) "
                                     "outside dimension {}",
-                                    shape_str(x.shape()), dtype_name(x.dtype()),
-                                    x.device().str(), shape_str(first.shape()),
-                                    dtype_name(first.dtype()), first.device().str(), d));
+                                    shape_str(x.shape()), dtype_name(x.dtype()), x.device().str(),
+                                    shape_str(first.shape()), dtype_name(first.dtype()),
+                                    first.device().str(), d));
     s[d] += x.shape()[d];
   }
   Tensor out = Tensor::empty(s, first.dtype(), first.device());

@@ -30,7 +30,7 @@ struct OpCase {
   // Which inputs get gradient checks (default: every floating input).
   std::vector<int> grad_inputs;
   bool has_grad_inputs = false;
-  double f32_rtol = 1e-5, f32_atol = 1e-6;  // float32 forward vs the float64 reference
+  double f32_rtol = 1e-5, f32_atol = 1e-6;    // float32 forward vs the float64 reference
   double grad_rtol = 1e-5, grad_atol = 1e-7;  // analytic vs numeric gradients (float64)
   double cuda_rel_tol = 1e-4;  // ‖cuda − cpu‖/‖cpu‖ in float32, forward and gradients
   // Floating-point operations of one forward call for a shape set (for benchmarks; optional).
@@ -59,6 +59,6 @@ std::vector<int> grad_input_indices(const OpCase& c, const Inputs& inputs);
 #define FREIGHT_OP_CASES_CONCAT2(a, b) a##b
 #define FREIGHT_OP_CASES_CONCAT(a, b) FREIGHT_OP_CASES_CONCAT2(a, b)
 // Registers the op cases of one family file: FREIGHT_OP_CASES({case, case, ...});
-#define FREIGHT_OP_CASES(...)                                                        \
-  static ::freight::test::OpCaseRegistrar FREIGHT_OP_CASES_CONCAT(op_cases_, __LINE__)( \
-      std::vector<::freight::test::OpCase> __VA_ARGS__)
+#define FREIGHT_OP_CASES(...)                                      \
+  static ::freight::test::OpCaseRegistrar FREIGHT_OP_CASES_CONCAT( \
+      op_cases_, __LINE__)(std::vector<::freight::test::OpCase> __VA_ARGS__)
