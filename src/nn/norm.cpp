@@ -4,6 +4,7 @@
 #include "freight/error.h"
 #include "freight/nn/layers.h"
 #include "freight/ops.h"
+#include "ops/kernels/counters.h"
 
 namespace freight::nn {
 
@@ -77,20 +78,10 @@ Tensor BatchNorm::run(const Tensor& x, bool relu) {
                                     momentum_, eps_)
                   : batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(),
                                momentum_, eps_);
-  if (is_training()) {
-    // Counted on the host and written with a fill, so a step never waits on a device read.
-    num_batches_.fill_(double(++batches_));
-  }
+  // Counted by a kernel where the model runs: a training step captured into a CUDA graph counts
+  // at every replay.
+  if (is_training()) kernels::count_up(num_batches_.device().type, num_batches_, 1);
   return y;
-}
-
-void BatchNorm::add_tracked_batches(int64_t n) {
-  batches_ += n;
-  num_batches_.fill_(double(batches_));
-}
-
-void BatchNorm::on_state_loaded() {
-  batches_ = int64_t(num_batches_.item());
 }
 
 }  // namespace freight::nn

@@ -30,21 +30,15 @@ void Adam::step() {
   Batch b = gather(/*with_buffers=*/true);
   if (b.params.empty()) return;
   AdamConfig cfg;
-  cfg.lr = lr_;
   cfg.beta1 = beta1_;
   cfg.beta2 = beta2_;
   cfg.eps = eps_;
   cfg.weight_decay = weight_decay_;
   cfg.decoupled = decoupled_;
-  cfg.scalars = scalars_for(b);
+  StepCounters counters = counters_for(b);
   kernels::adam_step(b.params[0].device().type, b.params, b.grads, b.buffers[0], b.buffers[1],
-                     b.steps, cfg);
+                     counters, cfg);
   commit(b);
-}
-
-std::array<double, 3> Adam::step_scalar_values(int64_t t) const {
-  // The expressions of the plain path (adam_step's CPU kernel), so both give the same bits.
-  return {lr_, 1.0 - std::pow(beta1_, double(t)), 1.0 - std::pow(beta2_, double(t))};
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,

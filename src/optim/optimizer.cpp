@@ -10,6 +10,7 @@
 
 #include "freight/autograd.h"
 #include "freight/error.h"
+#include "ops/kernels/optim.h"
 
 namespace freight::optim {
 
@@ -19,10 +20,8 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, double lr,
       params_(std::move(params)),
       lr_(lr),
       buffer_names_(std::move(buffer_names)),
-      steps_(params_.size(), 0),
       buffers_(buffer_names_.size(), std::vector<Tensor>(params_.size())) {
   FREIGHT_CHECK(!params_.empty(), fmt::format("{}: the parameter list is empty", name_));
-  set_lr(lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     FREIGHT_CHECK(p.defined(), fmt::format("{}: parameter {} is undefined", name_, i));
@@ -33,12 +32,36 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, double lr,
                                            "not a leaf tensor; optimize the leaves",
                                            name_, i, shape_str(p.shape())));
   }
+  FREIGHT_CHECK(
+      params_.size() < size_t(1) << 30,
+      fmt::format("{}: {} parameters is too many for one optimizer", name_, params_.size()));
+  Device device = params_[0].device();
+  lr_tensor_ = Tensor::zeros({1}, DType::F64, device);
+  step_counts_ = Tensor::zeros({int64_t(params_.size())}, DType::I64, device);
+  set_lr(lr);
 }
 
 void Optimizer::set_lr(double lr) {
   FREIGHT_CHECK(std::isfinite(lr) && lr >= 0,
                 fmt::format("{}: invalid learning rate {}", name_, lr));
   lr_ = lr;
+  lr_tensor_.fill_(lr);  // in stream order: the next update reads it
+}
+
+std::vector<int64_t> Optimizer::step_counts() const {
+  return step_counts_.to_int_vector();
+}
+
+StepCounters Optimizer::counters_for(const Batch& b) {
+  Device device = b.params[0].device();
+  if (lr_tensor_.device() != device) {  // the model moved since the optimizer was made
+    lr_tensor_ = lr_tensor_.to(device);
+    step_counts_ = step_counts_.to(device);
+  }
+  StepCounters c{lr_tensor_, step_counts_, {}};
+  c.slot.reserve(b.index.size());
+  for (size_t i : b.index) c.slot.push_back(int32_t(i));
+  return c;
 }
 
 void Optimizer::zero_grad() {
@@ -84,89 +107,26 @@ Optimizer::Batch Optimizer::gather(bool with_buffers) {
       b.buffers[kind].push_back(buf);
     }
     b.fresh.push_back(fresh);
-    b.steps.push_back(steps_[i] + 1);
   }
   return b;
 }
 
 void Optimizer::commit(const Batch& b) {
   for (size_t k = 0; k < b.index.size(); ++k) {
-    steps_[b.index[k]] = b.steps[k];
     for (size_t kind = 0; kind < b.buffers.size(); ++kind)
       buffers_[kind][b.index[k]] = b.buffers[kind][k];
   }
-}
-
-// ---------------------------------------------------------------- step scalars
-void Optimizer::use_step_scalars() {
-  Device device = params_[0].device();
-  for (size_t i = 1; i < params_.size(); ++i)
-    FREIGHT_CHECK(params_[i].device() == device,
-                  fmt::format("{}: step scalars need every parameter on one device ({} and {})",
-                              name_, device.str(), params_[i].device().str()));
-  scalars_ = Tensor::zeros({3}, DType::F64, device);
-  for (int64_t i = 0; i < 3; ++i) scalar_slots_[i] = scalars_.slice(0, i, i + 1);
-  prepared_t_ = 0;
-}
-
-std::array<double, 3> Optimizer::step_scalar_values(int64_t) const {
-  return {lr_, 1.0, 1.0};
-}
-
-void Optimizer::prepare_step() {
-  FREIGHT_CHECK(scalars_.defined(),
-                fmt::format("{}: prepare_step() without use_step_scalars()", name_));
-  // The coming update's step count: that of the parameters the last step updated (a replay
-  // updates those), or of all of them before the first step.
-  int64_t t = 0;
-  if (!last_index_.empty()) {
-    t = steps_[last_index_[0]] + 1;
-  } else {
-    for (int64_t s : steps_) t = std::max(t, s + 1);
-  }
-  std::array<double, 3> v = step_scalar_values(t);
-  for (int i = 0; i < 3; ++i) scalar_slots_[i].fill_(v[i]);
-  prepared_t_ = t;
-}
-
-Tensor Optimizer::scalars_for(const Batch& b) {
-  if (!scalars_.defined()) return Tensor();
-  FREIGHT_CHECK(prepared_t_ > 0,
-                fmt::format("{}: step scalars are on but prepare_step() was not called before "
-                            "this step",
-                            name_));
-  for (size_t k = 0; k < b.index.size(); ++k)
-    FREIGHT_CHECK(b.steps[k] == prepared_t_,
-                  fmt::format("{}: parameter {} makes update {} but the step scalars were "
-                              "prepared for update {}: with step scalars every parameter must "
-                              "get a gradient on every step",
-                              name_, b.index[k], b.steps[k], prepared_t_));
-  FREIGHT_CHECK(scalars_.device() == b.params[0].device(),
-                fmt::format("{}: the step scalars are on {} but the parameters on {} (call "
-                            "use_step_scalars() after moving the model)",
-                            name_, scalars_.device().str(), b.params[0].device().str()));
-  prepared_t_ = 0;
-  last_index_ = b.index;
-  return scalars_;
-}
-
-void Optimizer::note_replayed_step() {
-  FREIGHT_CHECK(prepared_t_ > 0 && !last_index_.empty(),
-                fmt::format("{}: note_replayed_step() needs prepare_step() before the replay "
-                            "and a captured step()",
-                            name_));
-  for (size_t i : last_index_) steps_[i] += 1;
-  prepared_t_ = 0;
 }
 
 // ---------------------------------------------------------------- state
 NamedTensors Optimizer::state() const {
   NamedTensors out;
   out.emplace_back("lr", Tensor::scalar(lr_, DType::F64));
+  const std::vector<int64_t> steps = step_counts();
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (steps_[i] > 0)
+    if (steps[i] > 0)
       out.emplace_back(fmt::format("state.{}.step", i),
-                       Tensor::from_vector(std::vector<int64_t>{steps_[i]}, {}));
+                       Tensor::from_vector(std::vector<int64_t>{steps[i]}, {}));
     for (size_t kind = 0; kind < buffer_names_.size(); ++kind)
       if (buffers_[kind][i].defined())
         out.emplace_back(fmt::format("state.{}.{}", i, buffer_names_[kind]),
@@ -250,7 +210,7 @@ void Optimizer::load_state(const NamedTensors& state) {
     throw Error(msg);
   }
   set_lr(lr);
-  steps_ = std::move(steps);
+  step_counts_.copy_(Tensor::from_vector(steps, {int64_t(steps.size())}));
   buffers_ = std::move(buffers);
 }
 

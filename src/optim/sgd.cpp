@@ -26,15 +26,14 @@ void SGD::step() {
   Batch b = gather(/*with_buffers=*/momentum_ != 0);
   if (b.params.empty()) return;
   SgdConfig cfg;
-  cfg.lr = lr_;
   cfg.momentum = momentum_;
   cfg.dampening = dampening_;
   cfg.weight_decay = weight_decay_;
   cfg.nesterov = nesterov_;
-  cfg.scalars = scalars_for(b);
+  StepCounters counters = counters_for(b);
   static const std::vector<Tensor> none;
   kernels::sgd_step(b.params[0].device().type, b.params, b.grads,
-                    b.buffers.empty() ? none : b.buffers[0], b.fresh, cfg);
+                    b.buffers.empty() ? none : b.buffers[0], b.fresh, counters, cfg);
   commit(b);
 }
 

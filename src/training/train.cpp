@@ -1,5 +1,6 @@
-// The training driver. One epoch: shuffle (seeded by epoch), for each batch forward, loss,
-// backward, optimizer step (and schedule step), then evaluation on the test split. Checkpoints:
+// The training driver. One epoch (detail::EpochRunner, the same on every device): shuffle (seeded
+// by epoch), for each batch one TrainStep (forward, loss, backward, optimizer step) and a
+// schedule step, then evaluation on the test split. Checkpoints:
 //   <save>        the model's state_dict (safetensors, PyTorch names) + metadata
 //   <save>.train  optimizer state and the counters/RNG state needed to resume exactly
 // committed in an order that --resume can always recover from (training/checkpoint.h), and
@@ -26,8 +27,8 @@
 #include "freight/training.h"
 #include "training/checkpoint.h"
 #include "training/diverged.h"
+#include "training/epoch_runner.h"
 #include "training/finite.h"
-#include "training/gpu_trainer.h"
 
 namespace freight {
 
@@ -508,22 +509,15 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   lo.mean = mean;
   lo.std = std;
   lo.device = result.device;
-  // The CPU trains here; a GPU through detail::GpuTrainer (gpu_trainer.h), which owns its
-  // batches (uploaded or, with --data-on-device, gathered on the device).
-  std::unique_ptr<data::Loader> loader;
-  if (result.device.is_cpu()) loader = std::make_unique<data::Loader>(train_set, lo);
-
   std::unique_ptr<optim::Optimizer> opt =
       make_optimizer(r.optimizer, model->parameters(), r.lr, r.momentum, r.weight_decay);
-  std::unique_ptr<detail::GpuTrainer> gpu;
-  if (result.device.is_cuda()) {
-    detail::GpuTrainer::Settings gs;
-    gs.cuda_graph = o.cuda_graph;
-    gs.data_on_device = o.data_on_device;
-    gs.log_interval = o.log_interval;
-    gpu = std::make_unique<detail::GpuTrainer>(*model, spec, *opt, train_set, lo, gs);
-  }
-  int64_t batches_per_epoch = loader ? loader->num_batches() : gpu->num_batches();
+  detail::EpochRunner::Settings es;
+  es.cuda_graph = result.device.is_cuda() && o.cuda_graph;
+  es.data_on_device = o.data_on_device;
+  es.log_interval = o.log_interval;
+  es.run_lr = r.lr;
+  detail::EpochRunner runner(*model, spec, *opt, train_set, lo, es);
+  int64_t batches_per_epoch = runner.num_batches();
   result.batches_per_epoch = batches_per_epoch;
   std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, batches_per_epoch);
 
@@ -615,64 +609,16 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       model->train();
       reset_peak_memory(result.device);
       auto t0 = Clock::now();
-      detail::EpochStart es;
-      double carried_seconds = 0;  // of the part of this epoch run before an interruption
-      if (epoch == first_epoch) {
-        es = start.sums;
-        carried_seconds = start.epoch_seconds;
-      }
-      es.first_batch = first_batch;
-      data::Batch b;
-      double loss_sum = es.loss_sum, correct = es.correct;
-      int64_t targets = es.targets, samples = es.samples, batch_no = first_batch, graph_steps = 0;
-      if (gpu) {
-        detail::GpuEpochResult g =
-            gpu->run_epoch(epoch - 1, r.epochs, es, sched.get(), step, cb.on_batch, cb.stop);
-        loss_sum = g.loss_sum;
-        correct = g.correct;
-        targets = g.targets;
-        samples = g.samples;
-        graph_steps = g.graph_steps;
-        batch_no = g.batches_done;
-      } else {
-        loader->start_epoch(epoch - 1, first_batch);
-      }
-      while (loader && loader->next(b)) {
-        opt->zero_grad();
-        Tensor out = (*model)(b.inputs);
-        Tensor loss = model_loss(spec, out, b.labels);
-        loss.backward();
-        double step_lr = opt->lr();
-        opt->step();
-        if (sched) sched->step();
-        ++step;
-        ++batch_no;
-        int64_t n = b.labels.numel();
-        double l = loss.item();
-        if (!std::isfinite(l))
-          throw detail::DivergedError(fmt::format(
-              "training diverged: the loss is {} at epoch {}, batch {} of {} (step {}) at "
-              "learning rate {:g} (--lr {:g}): try a smaller --lr",
-              l, epoch, batch_no, batches_per_epoch, step, step_lr, r.lr));
-        loss_sum += l * double(n);
-        correct += count_correct(out, b.labels);
-        targets += n;
-        samples += b.labels.size(0);
-        if (cb.on_batch) {
-          BatchProgress p{epoch,
-                          r.epochs,
-                          batch_no,
-                          batches_per_epoch,
-                          mean_of(loss_sum, targets),
-                          mean_of(correct, targets),
-                          carried_seconds + seconds_since(t0),
-                          samples};
-          cb.on_batch(p);
-        }
-        if (batch_no < batches_per_epoch && stop_requested()) break;
-      }
+      detail::EpochStart from;
+      if (epoch == first_epoch) from = start.sums;
+      from.first_batch = first_batch;
+      from.seconds = epoch == first_epoch ? start.epoch_seconds : 0;
+      detail::EpochResult er =
+          runner.run_epoch(epoch - 1, r.epochs, from, sched.get(), step, cb.on_batch, cb.stop);
+      const double loss_sum = er.loss_sum, correct = er.correct;
+      const int64_t targets = er.targets, samples = er.samples, batch_no = er.batches_done;
       synchronize(result.device);
-      double epoch_seconds = carried_seconds + seconds_since(t0);
+      double epoch_seconds = from.seconds + seconds_since(t0);
       if (batch_no < batches_per_epoch) {  // stopped in the middle of the epoch
         result.interrupted = true;
         result.stopped_epoch = epoch;
@@ -698,7 +644,7 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       rep.train_accuracy = mean_of(correct, targets);
       rep.samples_per_second = double(samples) / std::max(rep.train_seconds, 1e-9);
       rep.peak_memory = memory_stats(result.device).peak;
-      rep.graph_steps = graph_steps;
+      rep.graph_steps = er.graph_steps;
       EvalResult ev = evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
       rep.test_loss = ev.loss;
       rep.test_accuracy = ev.accuracy;

@@ -1,7 +1,9 @@
-// The host side of GPU training, checked on the CPU: optimizer step scalars (what a CUDA graph
-// replays instead of baked learning rates) give bit-identical updates, the metrics kernel agrees
+// The host side of GPU training, checked on the CPU: the optimizer's learning rate and step counts
+// live where the kernels run and are read and advanced by them (so a replayed kernel call is an
+// update like any other), the metrics kernel agrees
 // with the host's count, a device-resident dataset gathers exactly the Loader's batches, the
 // out-of-memory advice, the precision setting, and the flags that need a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,11 +16,12 @@
 #include "freight/optim/optim.h"
 #include "freight/training.h"
 #include "ops/kernels/metrics.h"
+#include "ops/kernels/optim.h"
 
 namespace freight {
 namespace {
 
-// ---------------------------------------------------------------- step scalars
+// ---------------------------------------------------------------- step counters
 struct Twin {
   std::vector<Tensor> params;
   std::unique_ptr<optim::Optimizer> opt;
@@ -39,65 +42,78 @@ void give_grads(Twin& t, int step) {
     p.set_grad(Tensor::normal(p.shape(), 0, 1, p.dtype(), Device::cpu(), &g));
 }
 
-TEST(StepScalars, UpdatesAreBitIdenticalToThePlainPath) {
+TEST(StepCounters, TheKernelsAdvanceEachParametersCount) {
+  Twin t = make_twin("adam", DType::F32);
+  for (int step = 0; step < 3; ++step) {
+    give_grads(t, step);
+    t.opt->step();
+  }
+  EXPECT_EQ(t.opt->step_counts(), (std::vector<int64_t>{3, 3}));
+  // A parameter without a gradient is skipped, and so is its count.
+  t.params[1].set_grad(Tensor());
+  t.opt->step();
+  EXPECT_EQ(t.opt->step_counts(), (std::vector<int64_t>{4, 3}));
+  for (const auto& [name, v] : t.opt->state())
+    if (name.ends_with(".step")) EXPECT_EQ(v.item(), name == "state.0.step" ? 4.0 : 3.0) << name;
+}
+
+// What a CUDA graph does to an optimizer step: it launches the captured kernel call again with
+// the same arguments. Those arguments are the counters' addresses, so a repeated call must be
+// the next update, with the learning rate set since and the next bias corrections: bit for bit
+// what step() gives.
+TEST(StepCounters, RepeatingTheKernelCallIsTheNextUpdate) {
   for (std::string name : {"sgd", "nesterov", "adam", "adamw"}) {
     for (DType dtype : {DType::F32, DType::F64}) {
-      Twin plain = make_twin(name, dtype), scaled = make_twin(name, dtype);
-      scaled.opt->use_step_scalars();
-      EXPECT_TRUE(scaled.opt->uses_step_scalars());
-      for (int step = 0; step < 6; ++step) {
-        double lr = 0.05 / (1 + step);  // a schedule: the scalars must follow it
-        plain.opt->set_lr(lr);
-        scaled.opt->set_lr(lr);
-        give_grads(plain, step);
-        give_grads(scaled, step);
-        plain.opt->step();
-        scaled.opt->prepare_step();
-        scaled.opt->step();
+      SCOPED_TRACE(name + " " + dtype_name(dtype));
+      Twin stepped = make_twin(name, dtype), repeated = make_twin(name, dtype);
+      give_grads(stepped, 0);
+      give_grads(repeated, 0);
+      stepped.opt->step();
+      repeated.opt->step();  // creates the buffers, as the warm-up before a capture does
+      // The call step() makes, repeated by hand ("replays"): every later update reuses the
+      // first replay's gradients, so give `stepped` the same ones.
+      std::vector<Tensor> grads;
+      for (const Tensor& p : repeated.params) grads.push_back(p.grad());
+      optim::NamedTensors state = repeated.opt->state();
+      auto buffer = [&](size_t i, const char* field) {
+        for (const auto& [key, v] : state)
+          if (key == fmt::format("state.{}.{}", i, field)) return v;
+        return Tensor();
+      };
+      // The counters as the optimizer's after its first update: lr, counts {1, 1}.
+      StepCounters counters{Tensor::zeros({1}, DType::F64),
+                            Tensor::from_vector(std::vector<int64_t>{1, 1}, {2}),
+                            {0, 1}};
+      for (int step = 1; step < 6; ++step) {
+        double lr = 0.05 / (1 + step);  // a schedule: the repeated call must follow it
+        stepped.opt->set_lr(lr);
+        repeated.opt->set_lr(lr);
+        stepped.opt->step();
+        counters.lr.fill_(lr);
+        if (name == "adam" || name == "adamw") {
+          AdamConfig cfg;  // make_optimizer's: betas (0.9, 0.999), eps 1e-8, weight decay 0.01
+          cfg.weight_decay = 0.01;
+          cfg.decoupled = name == "adamw";
+          std::vector<Tensor> m{buffer(0, "exp_avg"), buffer(1, "exp_avg")};
+          std::vector<Tensor> v{buffer(0, "exp_avg_sq"), buffer(1, "exp_avg_sq")};
+          kernels::adam_step(DeviceType::CPU, repeated.params, grads, m, v, counters, cfg);
+        } else {
+          SgdConfig cfg;
+          cfg.momentum = 0.9;
+          cfg.weight_decay = 0.01;
+          cfg.nesterov = name == "nesterov";
+          std::vector<Tensor> momentum{buffer(0, "momentum_buffer"), buffer(1, "momentum_buffer")};
+          std::vector<uint8_t> fresh{0, 0};
+          kernels::sgd_step(DeviceType::CPU, repeated.params, grads, momentum, fresh, counters,
+                            cfg);
+        }
       }
-      for (size_t i = 0; i < plain.params.size(); ++i)
-        EXPECT_EQ(plain.params[i].to_double_vector(), scaled.params[i].to_double_vector())
-            << name << " " << dtype_name(dtype) << " parameter " << i;
-      optim::NamedTensors a = plain.opt->state(), b = scaled.opt->state();
-      ASSERT_EQ(a.size(), b.size());
-      for (size_t i = 0; i < a.size(); ++i)
-        EXPECT_EQ(a[i].second.to_double_vector(), b[i].second.to_double_vector()) << a[i].first;
+      for (size_t i = 0; i < stepped.params.size(); ++i)
+        EXPECT_EQ(stepped.params[i].to_double_vector(), repeated.params[i].to_double_vector())
+            << "parameter " << i;
+      EXPECT_EQ(counters.step_counts.to_int_vector(), stepped.opt->step_counts());
     }
   }
-}
-
-TEST(StepScalars, StepWithoutPrepareIsAnError) {
-  Twin t = make_twin("adam", DType::F32);
-  t.opt->use_step_scalars();
-  give_grads(t, 0);
-  try {
-    t.opt->step();
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("prepare_step"), std::string::npos) << e.what();
-  }
-}
-
-TEST(StepScalars, AReplayedStepAdvancesTheStepCounts) {
-  // A "replay" runs the kernel of the captured step again: emulated here by calling the
-  // kernel-level step again with the same gradients and recording it as a replay.
-  Twin t = make_twin("adam", DType::F64);
-  t.opt->use_step_scalars();
-  give_grads(t, 0);
-  t.opt->prepare_step();
-  t.opt->step();  // update 1 (the "captured" one)
-  t.opt->prepare_step();
-  t.opt->note_replayed_step();  // update 2 happened on the device
-  t.opt->prepare_step();        // prepares update 3
-  give_grads(t, 1);
-  t.opt->step();
-  for (const auto& [name, v] : t.opt->state()) {
-    if (name.ends_with(".step")) {
-      EXPECT_EQ(v.item(), 3.0) << name;
-    }
-  }
-  // note_replayed_step needs a prepare_step before it.
-  EXPECT_THROW(t.opt->note_replayed_step(), Error);
 }
 
 // ---------------------------------------------------------------- metrics
@@ -234,14 +250,23 @@ TEST(GpuFlags, OnTheCpuTheyAreErrorsNotFallbacks) {
   }
 }
 
-TEST(BatchNormCounter, ReplayedBatchesAreCounted) {
+TEST(BatchNormCounter, TrainingForwardsCountOnTheTensorItself) {
   nn::BatchNorm1d bn(3);
   bn.train();
   bn(Tensor::ones({4, 3}));
-  bn.add_tracked_batches(5);
-  EXPECT_EQ(bn.num_batches_tracked().item(), 6.0);
   bn(Tensor::ones({4, 3}));
-  EXPECT_EQ(bn.num_batches_tracked().item(), 7.0);
+  EXPECT_EQ(bn.num_batches_tracked().item(), 2.0);
+  // A loaded count goes on from the loaded value (the counter is the buffer, nothing beside it).
+  bn.load_state_dict({{"weight", bn.weight().clone()},
+                      {"bias", bn.bias().clone()},
+                      {"running_mean", bn.running_mean().clone()},
+                      {"running_var", bn.running_var().clone()},
+                      {"num_batches_tracked", Tensor::from_vector(std::vector<int64_t>{40}, {})}});
+  bn(Tensor::ones({4, 3}));
+  EXPECT_EQ(bn.num_batches_tracked().item(), 41.0);
+  bn.eval();
+  bn(Tensor::ones({4, 3}));
+  EXPECT_EQ(bn.num_batches_tracked().item(), 41.0);
 }
 
 TEST(PinnedMemory, WithoutAGpuItIsAnError) {

@@ -110,23 +110,17 @@ class BatchNorm : public Module {
   const Tensor& running_mean() const { return running_mean_; }
   const Tensor& running_var() const { return running_var_; }
   const Tensor& num_batches_tracked() const { return num_batches_; }
-  // Counts `n` training batches that forward() did not see: the replays of a training step
-  // captured into a CUDA graph run its kernels only (the counter's fill in the graph rewrites
-  // the captured value), so the trainer reports them here.
-  void add_tracked_batches(int64_t n);
 
  protected:
   // Accepts inputs of rank min_rank..max_rank (BatchNorm1d: 2..3 for [N, C] and [N, C, L]).
   BatchNorm(const char* type_name, int64_t min_rank, int64_t max_rank, int64_t num_features,
             double eps, double momentum);
-  void on_state_loaded() override;
 
  private:
   void check_input(const Shape& in) const;
   Tensor run(const Tensor& x, bool relu);
   int64_t min_rank_, max_rank_, channels_;
   double eps_, momentum_;
-  int64_t batches_ = 0;  // host copy of num_batches_tracked (no device read per step)
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_;
 };
 

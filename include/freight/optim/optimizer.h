@@ -10,14 +10,22 @@
 //   "state.<i>.exp_avg", "state.<i>.exp_avg_sq"   (Adam, AdamW)
 // where <i> is the parameter's index in the list given to the constructor. Buffers are created
 // on a parameter's first update, so a fresh optimizer has none.
+//
+// The learning rate and the step counts live on the parameters' device too, where the update
+// kernels read and advance them (ops/kernels/optim.h): a step never waits for the host, and the
+// same step() captured into a CUDA graph replays with the current learning rate (set_lr writes
+// it in stream order) and bias corrections, with nothing for the caller to prepare or patch.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "freight/tensor.h"
+
+namespace freight {
+struct StepCounters;  // ops/kernels/optim.h, what the update kernels read and advance
+}
 
 namespace freight::optim {
 
@@ -45,21 +53,9 @@ class Optimizer {
   // and both shapes; buffers absent from `state` are reset (created again on the next update).
   void load_state(const NamedTensors& state);
 
-  // ---- step scalars, for CUDA graphs ----
-  // A step() captured into a CUDA graph replays its kernel launches with the arguments of the
-  // captured call, which would freeze the learning rate and Adam's bias corrections. With step
-  // scalars on, step() hands the kernels a small float64 tensor on the parameters' device
-  // (ops/kernels/optim.h: {lr, 1 − β1ᵗ, 1 − β2ᵗ}) instead of the values themselves, and
-  // prepare_step() fills it for the coming update with stream-ordered fills (no host wait).
-  // Per update: prepare_step(), then either step() (eager, or being captured), or a replay of a
-  // captured step() followed by note_replayed_step() (which advances the host's step counts; the
-  // captured step() counted the execution it recorded). Results are bit-identical to the plain
-  // path. Every parameter that steps must be at the same step count, which holds when all of
-  // them get a gradient on every update.
-  void use_step_scalars();
-  bool uses_step_scalars() const { return scalars_.defined(); }
-  void prepare_step();
-  void note_replayed_step();
+  // The updates applied to each parameter so far (a read from the device: for checkpoints and
+  // tests, not for every step).
+  std::vector<int64_t> step_counts() const;
 
  protected:
   // `buffer_names`: the per-parameter state buffers of this optimizer, e.g. {"exp_avg",
@@ -76,29 +72,22 @@ class Optimizer {
     std::vector<Tensor> params, grads;
     std::vector<std::vector<Tensor>> buffers;  // [buffer kind][k]
     std::vector<uint8_t> fresh;
-    std::vector<int64_t> steps;  // step count of each parameter including this update
   };
   Batch gather(bool with_buffers);
   void commit(const Batch& b);
-  // The step scalars for the update of `b` (checked against prepare_step()), or an undefined
-  // tensor when they are off: what a subclass's step() puts in its config's `scalars`.
-  Tensor scalars_for(const Batch& b);
-  // The values of the scalars for an update with step count t: {lr, 1 − β1ᵗ, 1 − β2ᵗ} (the
-  // default, for optimizers without bias corrections, is {lr, 1, 1}).
-  virtual std::array<double, 3> step_scalar_values(int64_t t) const;
+  // The learning rate and step counts on the device of `b`'s parameters (moved there with the
+  // model if need be), and each parameter's slot: what a subclass's step() hands its kernel.
+  StepCounters counters_for(const Batch& b);
 
   std::string name_;
   std::vector<Tensor> params_;
   double lr_;
   std::vector<std::string> buffer_names_;
-  std::vector<int64_t> steps_;                // per parameter
   std::vector<std::vector<Tensor>> buffers_;  // [buffer kind][parameter], undefined until used
 
  private:
-  Tensor scalars_;                      // float64 [3] on the parameters' device, or undefined
-  std::array<Tensor, 3> scalar_slots_;  // one-element views of scalars_, for fill_
-  int64_t prepared_t_ = 0;              // step count prepare_step() filled in for (0: none pending)
-  std::vector<size_t> last_index_;      // the parameters of the last step() (what a replay updates)
+  Tensor lr_tensor_;    // float64 [1], lr_ on the parameters' device
+  Tensor step_counts_;  // int64 [parameters], next to lr_tensor_
 };
 
 // Stochastic gradient descent, torch.optim.SGD:
@@ -130,7 +119,6 @@ class Adam : public Optimizer {
  protected:
   Adam(const char* name, std::vector<Tensor> params, double lr, std::pair<double, double> betas,
        double eps, double weight_decay, bool decoupled);
-  std::array<double, 3> step_scalar_values(int64_t t) const override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;

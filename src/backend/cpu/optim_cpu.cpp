@@ -53,8 +53,10 @@ T* ptr(const Tensor& t) {
 
 // ---------------------------------------------------------------- SGD
 template <class T>
-void sgd_range(T* p, const T* g, T* buf, bool fresh, int64_t b, int64_t e, const SgdConfig& c) {
-  const T lr = T(c.lr), wd = T(c.weight_decay), mu = T(c.momentum), keep = T(1 - c.dampening);
+void sgd_range(T* p, const T* g, T* buf, bool fresh, int64_t b, int64_t e, double learning_rate,
+               const SgdConfig& c) {
+  const T lr = T(learning_rate), wd = T(c.weight_decay), mu = T(c.momentum),
+          keep = T(1 - c.dampening);
   const bool decay = c.weight_decay != 0;
   if (!buf) {  // plain SGD: p ← p − lr·(g + wd·p)
 #pragma omp simd
@@ -76,29 +78,36 @@ void sgd_range(T* p, const T* g, T* buf, bool fresh, int64_t b, int64_t e, const
   }
 }
 
-// The step scalars of optim.h, when given, replace the config's values (read on the host here).
-const double* step_scalars(const Tensor& scalars, int64_t count, const char* kernel) {
-  if (!scalars.defined()) return nullptr;
-  FREIGHT_CHECK(
-      scalars.dtype() == DType::F64 && scalars.is_contiguous() && scalars.numel() >= count,
-      std::string(kernel) +
-          " (cpu): step scalars must be a contiguous float64 tensor "
-          "of at least " +
-          std::to_string(count) + " values");
-  return scalars.data<double>();
+// Checks the counters (ops/kernels/optim.h), advances the step count of every parameter of the
+// call and returns the counts after this update, in the call's order.
+std::vector<int64_t> advance_steps(const StepCounters& c, size_t params, const char* kernel) {
+  FREIGHT_CHECK(c.lr.defined() && c.lr.dtype() == DType::F64 && c.lr.numel() == 1 &&
+                    c.step_counts.defined() && c.step_counts.dtype() == DType::I64 &&
+                    c.step_counts.is_contiguous() && c.slot.size() == params,
+                std::string(kernel) +
+                    " (cpu): the counters must be a float64 lr [1], contiguous int64 step counts "
+                    "and one slot per parameter");
+  int64_t* counts = c.step_counts.data<int64_t>();
+  std::vector<int64_t> t(params);
+  for (size_t k = 0; k < params; ++k) {
+    FREIGHT_CHECK(c.slot[k] >= 0 && c.slot[k] < c.step_counts.numel(),
+                  std::string(kernel) + " (cpu): step-count slot out of range");
+    t[k] = ++counts[c.slot[k]];
+  }
+  return t;
 }
 
 void sgd_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
-                  const SgdConfig& config) {
-  SgdConfig cfg = config;
-  if (const double* s = step_scalars(config.scalars, 1, "sgd_step")) cfg.lr = s[0];
+                  const StepCounters& counters, const SgdConfig& cfg) {
+  advance_steps(counters, params.size(), "sgd_step");
+  const double lr = *counters.lr.data<double>();
   bool with_buffers = !momentum.empty();
   for_each_chunk(params, with_buffers ? 3 : 2, [&](size_t k, int64_t b, int64_t e) {
     dispatch_floating(params[k].dtype(), "sgd_step", [&](auto tag) {
       using T = decltype(tag);
       sgd_range<T>(ptr<T>(params[k]), ptr<T>(grads[k]),
-                   with_buffers ? ptr<T>(momentum[k]) : nullptr, with_buffers && fresh[k], b, e,
+                   with_buffers ? ptr<T>(momentum[k]) : nullptr, with_buffers && fresh[k], b, e, lr,
                    cfg);
     });
   });
@@ -106,18 +115,18 @@ void sgd_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 
 // ---------------------------------------------------------------- Adam / AdamW
 template <class T>
-void adam_range(T* p, const T* g, T* m, T* v, double bc1, double bc2, int64_t b, int64_t e,
-                const AdamConfig& c) {
+void adam_range(T* p, const T* g, T* m, T* v, double lr, double bc1, double bc2, int64_t b,
+                int64_t e, const AdamConfig& c) {
   // Bias corrections: m and v start at 0, so after t updates E[m] = (1 − β1ᵗ)·E[g]; dividing by
   // bc1 = 1 − β1ᵗ (and √bc2 = √(1 − β2ᵗ) for √v) removes that shrinkage. Folded into the step
   // size and the denominator in PyTorch's order of operations:
   //   m = lerp(m, g, 1 − β1);  v = β2·v + (1 − β2)·g·g
   //   p = p − (lr / bc1) · (m / (√v / √bc2 + ε))
-  const T step_size = T(c.lr / bc1);
+  const T step_size = T(lr / bc1);
   const T bc2_sqrt = T(std::sqrt(bc2));
   const T b2 = T(c.beta2), w1 = T(1 - c.beta1), one_b2 = T(1 - c.beta2);
   const T eps = T(c.eps), wd = T(c.weight_decay);
-  const T shrink = T(1.0 - c.lr * c.weight_decay);  // AdamW's decoupled decay factor
+  const T shrink = T(1.0 - lr * c.weight_decay);  // AdamW's decoupled decay factor
   const bool l2 = !c.decoupled && c.weight_decay != 0;
   const bool decoupled = c.decoupled && c.weight_decay != 0;
   // lerp(a, b, w) = a + w·(b − a), computed from the nearer end as PyTorch does (w < 0.5 in the
@@ -138,17 +147,16 @@ void adam_range(T* p, const T* g, T* m, T* v, double bc1, double bc2, int64_t b,
 
 void adam_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                    const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-                   const std::vector<int64_t>& steps, const AdamConfig& config) {
-  AdamConfig cfg = config;
-  const double* s = step_scalars(config.scalars, 3, "adam_step");
-  if (s) cfg.lr = s[0];
+                   const StepCounters& counters, const AdamConfig& cfg) {
+  const std::vector<int64_t> steps = advance_steps(counters, params.size(), "adam_step");
+  const double lr = *counters.lr.data<double>();
   for_each_chunk(params, 4, [&](size_t k, int64_t b, int64_t e) {
-    double bc1 = s ? s[1] : 1.0 - std::pow(cfg.beta1, double(steps[k]));
-    double bc2 = s ? s[2] : 1.0 - std::pow(cfg.beta2, double(steps[k]));
+    double bc1 = 1.0 - std::pow(cfg.beta1, double(steps[k]));
+    double bc2 = 1.0 - std::pow(cfg.beta2, double(steps[k]));
     dispatch_floating(params[k].dtype(), "adam_step", [&](auto tag) {
       using T = decltype(tag);
       adam_range<T>(ptr<T>(params[k]), ptr<T>(grads[k]), ptr<T>(exp_avg[k]), ptr<T>(exp_avg_sq[k]),
-                    bc1, bc2, b, e, cfg);
+                    lr, bc1, bc2, b, e, cfg);
     });
   });
 }

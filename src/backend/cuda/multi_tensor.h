@@ -24,7 +24,7 @@ struct MultiTensorEntry {
   void* s2;       // state: Adam exp_avg_sq (null when absent)
   int64_t n;      // elements
   int32_t dtype;  // 0: float32, 1: float64
-  int32_t aux;    // SGD: 1 when the momentum buffer is fresh; Adam: the step group
+  int32_t aux;    // the step-count slot (SGD: slot << 1, and bit 0 set for a fresh buffer)
 };
 struct MultiTensorChunk {
   int32_t tensor;  // index into the entries

@@ -18,20 +18,14 @@
 // dropped, and its device buffer goes back to the caching allocator, where only later work on
 // the stream can reuse it.
 //
-// Step-dependent scalars are kernel arguments: SGD's are the same for every tensor; Adam's bias
-// corrections depend on each parameter's step count, so the parameters are put in groups of
-// equal step count (one group in an ordinary loop) and the launch carries the step size and
-// √(1 − β2ᵗ) of up to 32 groups, computed on the host in double exactly as the CPU does. The
-// grouping, not the counts, is in the table key, so the table survives from step to step. More
-// than 32 distinct step counts (parameters added to the optimizer at many different times) take
-// one launch per run of parameters holding at most 32.
-//
-// CUDA graphs. A captured launch replays its arguments, so with step scalars (the config's
-// `scalars`, ops/kernels/optim.h) the kernels take the address of the float64 {lr, 1 − β1ᵗ,
-// 1 − β2ᵗ} instead and derive the step size, √(1 − β2ᵗ) and AdamW's 1 − lr·wd from it on the
-// device, in double as the host would (the product unfused), so a replay uses the current lr
-// and bias corrections and matches the eager path bit for bit. Every parameter is then at the
-// same step count (the optimizer checks it), so there is one group.
+// The learning rate and the step counts are read where the kernels run (StepCounters,
+// ops/kernels/optim.h): a first launch adds 1 to the step count of every parameter of the call
+// (a thread per table entry), then the update launch reads each parameter's count t and the lr
+// and derives the step size lr / (1 − β1ᵗ), √(1 − β2ᵗ) and AdamW's 1 − lr·wd in double as the
+// CPU does (the product unfused). Their addresses never change, so a launch captured into a CUDA
+// graph replays with the current values, and the same table serves every step. A table entry's
+// `aux` is the parameter's slot in the step counts (SGD: shifted left by one, with the fresh
+// buffer flag in bit 0).
 //
 // During a capture the cache is bypassed: the table is written once, outside the graph, and
 // read by every replay, so it lives in a graph constant (allocate_graph_constant): a block the
@@ -53,23 +47,19 @@
 namespace freight::cuda {
 namespace {
 
-constexpr int kMaxGroups = 32;
 constexpr size_t kCachedTables = 8;
 
 struct SgdArgs {
-  double lr, momentum, keep, wd;  // keep = 1 − dampening
+  double momentum, keep, wd;  // keep = 1 − dampening
   bool decay, nesterov;
-  const double* scalars;  // step scalars {lr}, replacing `lr` when not null
+  const double* lr;
 };
 
 struct AdamArgs {
-  double beta2, w1, one_b2, eps, wd, shrink;  // w1 = 1 − β1, one_b2 = 1 − β2, shrink = 1 − lr·wd
+  double beta1, beta2, w1, one_b2, eps, wd;  // w1 = 1 − β1, one_b2 = 1 − β2
   bool l2, decoupled, low;
-  double step_size[kMaxGroups];  // lr / (1 − β1ᵗ) of each step group
-  double bc2_sqrt[kMaxGroups];   // √(1 − β2ᵗ)
-  // Step scalars {lr, 1 − β1ᵗ, 1 − β2ᵗ}: when not null they replace step_size[0], bc2_sqrt[0]
-  // and shrink (there is one group).
-  const double* scalars;
+  const double* lr;
+  const int64_t* steps;  // each parameter's count after this update, at its slot
 };
 
 // ---------------------------------------------------------------- device code
@@ -79,9 +69,9 @@ __device__ void sgd_chunk(const MultiTensorEntry& te, int64_t begin, int64_t end
   T* p = static_cast<T*>(te.p);
   const T* g = static_cast<const T*>(te.g);
   T* buf = static_cast<T*>(te.s1);
-  const T lr = T(a.scalars ? a.scalars[0] : a.lr);
+  const T lr = T(*a.lr);
   const T wd = T(a.wd), mu = T(a.momentum), keep = T(a.keep);
-  const bool fresh = te.aux != 0;
+  const bool fresh = (te.aux & 1) != 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const T d = a.decay ? g[i] + wd * p[i] : g[i];
     if (!buf) {  // plain SGD: p ← p − lr·(g + wd·p)
@@ -117,17 +107,12 @@ __device__ void adam_chunk(const MultiTensorEntry& te, int64_t begin, int64_t en
   const T* g = static_cast<const T*>(te.g);
   T* m = static_cast<T*>(te.s1);
   T* v = static_cast<T*>(te.s2);
-  T step_size, bc2_sqrt, shrink;
-  if (a.scalars) {  // in double, as the host computes the plain path's values
-    const double lr = a.scalars[0];
-    step_size = T(lr / a.scalars[1]);
-    bc2_sqrt = T(d_sqrt(a.scalars[2]));
-    shrink = T(1.0 - __dmul_rn(lr, a.wd));  // __dmul_rn: never fused into an FMA
-  } else {
-    step_size = T(a.step_size[te.aux]);
-    bc2_sqrt = T(a.bc2_sqrt[te.aux]);
-    shrink = T(a.shrink);
-  }
+  // In double, as the CPU computes them (bias corrections of this update's count t).
+  const double lr = *a.lr;
+  const double t = double(a.steps[te.aux]);
+  const T step_size = T(lr / (1.0 - pow(a.beta1, t)));
+  const T bc2_sqrt = T(d_sqrt(1.0 - pow(a.beta2, t)));
+  const T shrink = T(1.0 - __dmul_rn(lr, a.wd));  // __dmul_rn: never fused into an FMA
   const T b2 = T(a.beta2), w1 = T(a.w1), one_b2 = T(a.one_b2);
   const T eps = T(a.eps), wd = T(a.wd);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -156,6 +141,15 @@ __global__ void adam_kernel(const MultiTensorEntry* tensors, const MultiTensorCh
     else
       adam_chunk<double>(te, begin, end, a);
   }
+}
+
+// One thread per table entry: the step count at the entry's slot (`aux`, shifted right by
+// `slot_shift`) goes up by one. Slots are distinct, so no two threads touch one count.
+__global__ void advance_steps_kernel(const MultiTensorEntry* tensors, int64_t count, int slot_shift,
+                                     int64_t* steps) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x)
+    steps[tensors[i].aux >> slot_shift] += 1;
 }
 
 // ---------------------------------------------------------------- table cache
@@ -298,20 +292,39 @@ MultiTensorEntry entry_for(const Tensor& p, const Tensor& g, const Tensor* s1, c
           aux};
 }
 
-// The device address of the step scalars (ops/kernels/optim.h), or null without them.
-const double* step_scalars(const Tensor& scalars, int64_t count, int dev, const char* kernel) {
-  if (!scalars.defined()) return nullptr;
-  FREIGHT_CHECK(scalars.dtype() == DType::F64 && scalars.is_contiguous() &&
-                    scalars.numel() >= count && scalars.device() == Device::cuda(dev),
-                std::string(kernel) + " (cuda): step scalars must be a contiguous float64 tensor " +
-                    "of at least " + std::to_string(count) + " values on the parameters' device");
-  return static_cast<const double*>(scalars.data_ptr());
+struct CounterPointers {
+  const double* lr;
+  int64_t* steps;
+};
+
+// The device addresses of the counters (ops/kernels/optim.h), checked.
+CounterPointers counter_pointers(const StepCounters& c, size_t params, int dev,
+                                 const char* kernel) {
+  FREIGHT_CHECK(c.lr.defined() && c.lr.dtype() == DType::F64 && c.lr.numel() == 1 &&
+                    c.lr.device() == Device::cuda(dev) && c.step_counts.defined() &&
+                    c.step_counts.dtype() == DType::I64 && c.step_counts.is_contiguous() &&
+                    c.step_counts.device() == Device::cuda(dev) && c.slot.size() == params,
+                std::string(kernel) +
+                    " (cuda): the counters must be a float64 lr [1] and contiguous int64 step "
+                    "counts on the parameters' device, and one slot per parameter");
+  for (int32_t s : c.slot)
+    FREIGHT_CHECK(s >= 0 && s < c.step_counts.numel(),
+                  std::string(kernel) + " (cuda): step-count slot out of range");
+  return {static_cast<const double*>(c.lr.data_ptr()),
+          static_cast<int64_t*>(c.step_counts.data_ptr())};
+}
+
+// Queues the launch that advances the step counts of the table's parameters.
+void advance_steps(const DeviceTable& t, size_t entries, int slot_shift, int64_t* steps, int dev) {
+  advance_steps_kernel<<<blocks_for(int64_t(entries)), 256, 0, stream(dev)>>>(
+      reinterpret_cast<const MultiTensorEntry*>(t.base), int64_t(entries), slot_shift, steps);
+  FREIGHT_CUDA_CHECK_LAUNCH();
 }
 
 // ---------------------------------------------------------------- slots
 void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                    const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
-                   const SgdConfig& cfg) {
+                   const StepCounters& counters, const SgdConfig& cfg) {
   const bool with_buffers = !momentum.empty();
   FREIGHT_CHECK(
       grads.size() == params.size() &&
@@ -320,22 +333,25 @@ void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>&
   if (params.empty()) return;
   const int dev = params[0].device().index;
   set_device(dev);
+  const CounterPointers c = counter_pointers(counters, params.size(), dev, "sgd_step");
   TableCache& tc = table_cache();
-  std::lock_guard<std::mutex> lock(tc.mu);  // held until the launch is queued
+  std::lock_guard<std::mutex> lock(tc.mu);  // held until the launches are queued
   tc.entries.clear();
-  for (size_t k = 0; k < params.size(); ++k)
+  for (size_t k = 0; k < params.size(); ++k) {
+    const int32_t aux = (counters.slot[k] << 1) | (with_buffers && fresh[k] ? 1 : 0);
     tc.entries.push_back(entry_for(params[k], grads[k], with_buffers ? &momentum[k] : nullptr,
-                                   nullptr, with_buffers && fresh[k] ? 1 : 0, k, dev, "sgd_step"));
+                                   nullptr, aux, k, dev, "sgd_step"));
+  }
   const DeviceTable t = device_table(tc, kSgdTable, dev);
+  advance_steps(t, tc.entries.size(), 1, c.steps, dev);
   if (t.layout.chunks == 0) return;
   SgdArgs a{};
-  a.lr = cfg.lr;
   a.momentum = cfg.momentum;
   a.keep = 1 - cfg.dampening;
   a.wd = cfg.weight_decay;
   a.decay = cfg.weight_decay != 0;
   a.nesterov = cfg.nesterov;
-  a.scalars = step_scalars(cfg.scalars, 1, dev, "sgd_step");
+  a.lr = c.lr;
   const unsigned char* base = t.base;
   sgd_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
       reinterpret_cast<const MultiTensorEntry*>(base),
@@ -346,63 +362,41 @@ void sgd_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>&
 
 void adam_step_cuda(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                     const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-                    const std::vector<int64_t>& steps, const AdamConfig& cfg) {
+                    const StepCounters& counters, const AdamConfig& cfg) {
   const size_t count = params.size();
-  FREIGHT_CHECK(grads.size() == count && exp_avg.size() == count && exp_avg_sq.size() == count &&
-                    steps.size() == count,
-                "adam_step (cuda): the parameter, gradient, state and step lists differ in length");
+  FREIGHT_CHECK(grads.size() == count && exp_avg.size() == count && exp_avg_sq.size() == count,
+                "adam_step (cuda): the parameter, gradient and state lists differ in length");
   if (count == 0) return;
   const int dev = params[0].device().index;
   set_device(dev);
+  const CounterPointers c = counter_pointers(counters, count, dev, "adam_step");
   AdamArgs a{};
+  a.beta1 = cfg.beta1;
   a.beta2 = cfg.beta2;
   a.w1 = 1 - cfg.beta1;
   a.one_b2 = 1 - cfg.beta2;
   a.eps = cfg.eps;
   a.wd = cfg.weight_decay;
-  a.shrink = 1.0 - cfg.lr * cfg.weight_decay;  // AdamW's decoupled decay factor
   a.l2 = !cfg.decoupled && cfg.weight_decay != 0;
   a.decoupled = cfg.decoupled && cfg.weight_decay != 0;
   a.low = cfg.beta1 > 0.5;  // lerp from the nearer end, as PyTorch
-  a.scalars = step_scalars(cfg.scalars, 3, dev, "adam_step");
+  a.lr = c.lr;
+  a.steps = c.steps;
   TableCache& tc = table_cache();
   std::lock_guard<std::mutex> lock(tc.mu);  // held until the launches are queued
-  // Runs of consecutive parameters with at most kMaxGroups distinct step counts; one run unless
-  // the step counts are unusually varied.
-  for (size_t begin = 0; begin < count;) {
-    int64_t group_step[kMaxGroups];
-    int groups = 0;
-    tc.entries.clear();
-    size_t k = begin;
-    for (; k < count; ++k) {
-      FREIGHT_CHECK(steps[k] >= 1, "adam_step (cuda): step counts start at 1");
-      int gi = 0;
-      // With step scalars every parameter is at the scalars' step: one group, whose values the
-      // kernel reads from them.
-      while (gi < groups && group_step[gi] != steps[k] && !a.scalars) ++gi;
-      if (gi == groups) {
-        if (groups == kMaxGroups) break;  // this parameter starts the next run
-        group_step[gi] = steps[k];
-        // Bias corrections 1 − β1ᵗ and 1 − β2ᵗ in double, as the CPU computes them.
-        const double bc1 = 1.0 - std::pow(cfg.beta1, double(steps[k]));
-        const double bc2 = 1.0 - std::pow(cfg.beta2, double(steps[k]));
-        a.step_size[gi] = cfg.lr / bc1;
-        a.bc2_sqrt[gi] = std::sqrt(bc2);
-        ++groups;
-      }
-      tc.entries.push_back(
-          entry_for(params[k], grads[k], &exp_avg[k], &exp_avg_sq[k], gi, k, dev, "adam_step"));
-    }
-    begin = k;
-    const DeviceTable t = device_table(tc, kAdamTable, dev);
-    if (t.layout.chunks == 0) continue;
-    const unsigned char* base = t.base;
-    adam_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
-        reinterpret_cast<const MultiTensorEntry*>(base),
-        reinterpret_cast<const MultiTensorChunk*>(base + t.layout.chunks_offset()), t.layout.chunks,
-        a);
-    FREIGHT_CUDA_CHECK_LAUNCH();
-  }
+  tc.entries.clear();
+  for (size_t k = 0; k < count; ++k)
+    tc.entries.push_back(entry_for(params[k], grads[k], &exp_avg[k], &exp_avg_sq[k],
+                                   counters.slot[k], k, dev, "adam_step"));
+  const DeviceTable t = device_table(tc, kAdamTable, dev);
+  advance_steps(t, tc.entries.size(), 0, c.steps, dev);
+  if (t.layout.chunks == 0) return;
+  const unsigned char* base = t.base;
+  adam_kernel<<<blocks_for_rows(t.layout.chunks), 256, 0, stream(dev)>>>(
+      reinterpret_cast<const MultiTensorEntry*>(base),
+      reinterpret_cast<const MultiTensorChunk*>(base + t.layout.chunks_offset()), t.layout.chunks,
+      a);
+  FREIGHT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+// One training step, the same code on every device: zero_grad, forward, loss, backward,
+// optimizer step, and the batch's loss and correct predictions added to a float64 tensor where
+// the model runs (kernels::accumulate_metrics). Every counter the step advances lives there too
+// and is advanced by a kernel: the optimizer's learning rate and step counts
+// (ops/kernels/optim.h), BatchNorm's num_batches_tracked, the random generator's offset (which a
+// replay advances as an eager step would). So the step never waits for the host, and a CUDA
+// graph (graphed_step.h) can capture it and replay it with nothing to patch on the host
+// afterwards: any layer or optimizer built that way works under graphs without a special case.
+#pragma once
+#include "freight/device.h"
+#include "freight/nn/model_file.h"
+#include "freight/nn/module.h"
+#include "freight/optim/optimizer.h"
+#include "freight/tensor.h"
+
+namespace freight::detail {
+
+class TrainStep {
+ public:
+  TrainStep(nn::Module& model, const nn::ModelSpec& spec, optim::Optimizer& opt, Device device);
+
+  // What one step leaves behind besides its updates: the model's output and the loss (detached).
+  struct Outputs {
+    Tensor output, loss;
+  };
+  // One step on the batch (x, y), both on the device.
+  Outputs operator()(const Tensor& x, const Tensor& y);
+
+  // float64 [2] on the device: Σ loss · targets, Σ correct predictions, over the steps since the
+  // last reset (or from the given sums, for an epoch resumed in its middle).
+  Tensor& sums() { return sums_; }
+  void reset_sums(double loss_sum = 0, double correct = 0);
+  Device device() const { return device_; }
+  const optim::Optimizer& optimizer() const { return opt_; }
+
+ private:
+  nn::Module& model_;
+  const nn::ModelSpec& spec_;
+  optim::Optimizer& opt_;
+  Device device_;
+  Tensor sums_;
+};
+
+}  // namespace freight::detail
