@@ -31,7 +31,6 @@ class TrainStep {
   Tensor& sums() { return sums_; }
   void reset_sums(double loss_sum = 0, double correct = 0);
   Device device() const { return device_; }
-  const optim::Optimizer& optimizer() const { return opt_; }
 
  private:
   nn::Module& model_;
