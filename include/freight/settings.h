@@ -49,6 +49,9 @@ inline constexpr IntRange threads{0, 1024};         // 0: all cores
 inline constexpr IntRange threads_given{1, 1024};   // a thread count in a list (bench)
 inline constexpr IntRange count{1, kMaxInt};        // sample limits, log interval, steps, ...
 inline constexpr IntRange count_or_zero{0, kMaxInt};
+inline constexpr IntRange bucket_mb{0, 1024};           // gradient buckets (0: one, after backward)
+inline constexpr IntRange nproc{1, 4096};               // processes of a data-parallel job
+inline constexpr RealRange dist_timeout{0, 1e6, true};  // seconds
 
 inline constexpr std::array<std::string_view, 4> optimizers{"sgd", "nesterov", "adam", "adamw"};
 inline constexpr std::array<std::string_view, 4> schedules{"none", "step", "cosine", "onecycle"};

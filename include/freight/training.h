@@ -50,6 +50,12 @@ struct TrainOptions {
   bool cuda_graph = true;          // replay the training step as a CUDA graph
   bool data_on_device = false;     // keep the training set in GPU memory, batches gathered there
   bool deterministic = false;      // deterministic GPU algorithms (freight::set_deterministic)
+  // Data parallelism (docs/distributed.md): under mpirun with several ranks, each trains on its
+  // share of every global batch (batch_size is the global batch) and the gradients are summed
+  // over the ranks. false: every rank trains alone, as one process would (tests compare).
+  bool distributed = true;
+  int64_t bucket_mb = 25;   // gradient bucket size in MiB (0: one bucket, after backward)
+  double dist_timeout = 0;  // seconds a collective waits for the other ranks (0: the default)
 };
 
 struct EpochReport {
@@ -90,6 +96,7 @@ struct TrainCallbacks {
 
 struct TrainResult {
   nn::ModelSpec spec;
+  nn::ModulePtr model;  // the trained model, on `device`
   Device device;
   std::vector<EpochReport> epochs;
   double wall_seconds = 0;  // the whole run, data loading included

@@ -220,7 +220,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (const Tensor& g : gouts) any = any || g.defined();
 
     if (n->accumulates) {
-      if (any) accumulate_into_leaf(*n, gouts[0]);
+      if (any) {
+        accumulate_into_leaf(*n, gouts[0]);
+        // Every contribution of this pass is in (the node ran once all of them had arrived).
+        if (auto leaf = n->leaf.lock(); leaf && leaf->grad_accumulated) leaf->grad_accumulated();
+      }
       continue;
     }
     std::vector<Tensor> gins;
@@ -250,6 +254,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
     }
   }
+}
+
+void set_grad_accumulated_hook(const Tensor& leaf, std::function<void()> hook) {
+  FREIGHT_CHECK(leaf.defined() && leaf.impl()->requires_grad && !leaf.impl()->grad_fn,
+                "set_grad_accumulated_hook: the tensor must be a leaf that requires grad (a "
+                "parameter)");
+  leaf.impl()->grad_accumulated = std::move(hook);
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {

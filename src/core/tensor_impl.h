@@ -1,5 +1,6 @@
 // The storage and view behind a Tensor handle, and its autograd state. Internal.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "freight/device.h"
@@ -41,6 +42,8 @@ struct TensorImpl {
   uint32_t output_nr = 0;          // which output of grad_fn this tensor is
   Tensor grad;                     // accumulated gradient (leaves)
   std::shared_ptr<Node> grad_acc;  // a leaf's accumulator node, created on first use
+  // Runs after each backward pass's final accumulation into `grad` (set_grad_accumulated_hook).
+  std::function<void()> grad_accumulated;
 
   char* byte_ptr() const {
     return static_cast<char*>(storage->data) + offset * int64_t(dtype_size(dtype));

@@ -30,7 +30,8 @@ void DeviceData::start_epoch(int64_t epoch) {
 int64_t DeviceData::batch_rows(int64_t b) const {
   FREIGHT_CHECK(b >= 0 && b < batches_,
                 fmt::format("--data-on-device: batch {} of {}", b, batches_));
-  return std::min(opt_.batch_size, n_ - b * opt_.batch_size);
+  return shard_of(std::min(opt_.batch_size, n_ - b * opt_.batch_size), opt_.shard, opt_.shards)
+      .rows;
 }
 
 Shape DeviceData::input_shape(int64_t rows) const {
@@ -60,8 +61,12 @@ void DeviceData::gather(int64_t b, Tensor& x, Tensor& y) const {
                             b, shape_str(input_shape(rows)), dtype_name(input_dtype()),
                             shape_str(label_shape(rows)), opt_.device.str(), shape_str(x.shape()),
                             dtype_name(x.dtype()), shape_str(y.shape()), x.device().str()));
-  kernels::gather_batch(opt_.device.type, inputs_, labels_, order_, b * opt_.batch_size, opt_.mean,
-                        opt_.std, x, y);
+  int64_t first =
+      b * opt_.batch_size +
+      shard_of(std::min(opt_.batch_size, n_ - b * opt_.batch_size), opt_.shard, opt_.shards).offset;
+  if (rows > 0)
+    kernels::gather_batch(opt_.device.type, inputs_, labels_, order_, first, opt_.mean, opt_.std, x,
+                          y);
 }
 
 Batch DeviceData::batch(int64_t b) const {

@@ -22,7 +22,7 @@ class DeviceData {
   void start_epoch(int64_t epoch);
   int64_t num_batches() const { return batches_; }
   int64_t num_samples() const { return n_; }
-  int64_t batch_rows(int64_t b) const;    // the rows of batch b (the last may be short)
+  int64_t batch_rows(int64_t b) const;    // this shard's rows of batch b (the last may be short)
   Shape input_shape(int64_t rows) const;  // [rows, ...] of a batch's inputs
   Shape label_shape(int64_t rows) const;
   DType input_dtype() const;  // float32 (int64 for token datasets)

@@ -70,7 +70,9 @@ struct Loader::Impl {
   // Batch b in host memory (the worker's part).
   Batch make_host(int64_t b) {
     int64_t begin = b * opt.batch_size;
-    int64_t count = std::min(opt.batch_size, ds.size() - begin);
+    ShardRows part = shard_of(std::min(opt.batch_size, ds.size() - begin), opt.shard, opt.shards);
+    begin += part.offset;
+    int64_t count = part.rows;
     Shape s{count};
     Shape sample = ds.sample_shape();
     s.insert(s.end(), sample.begin(), sample.end());
@@ -213,10 +215,24 @@ struct Loader::Impl {
   }
 };
 
+ShardRows shard_of(int64_t batch_rows, int shard, int shards) {
+  FREIGHT_CHECK(
+      shards >= 1 && shard >= 0 && shard < shards && batch_rows >= 0,
+      fmt::format("loader: shard {} of {} of a batch of {} rows", shard, shards, batch_rows));
+  int64_t base = batch_rows / shards, extra = batch_rows % shards;
+  return {shard * base + std::min<int64_t>(shard, extra), base + (shard < extra ? 1 : 0)};
+}
+
 void check_loader_inputs(const Dataset& dataset, const LoaderOptions& options, const char* who) {
   FREIGHT_CHECK(dataset.size() > 0, fmt::format("{}: dataset '{}' is empty", who, dataset.name));
   FREIGHT_CHECK(options.batch_size > 0,
                 fmt::format("--batch-size must be positive (got {})", options.batch_size));
+  FREIGHT_CHECK(options.shards >= 1 && options.shard >= 0 && options.shard < options.shards,
+                fmt::format("{}: shard {} of {}", who, options.shard, options.shards));
+  FREIGHT_CHECK(options.batch_size >= options.shards,
+                fmt::format("--batch-size {} is the global batch, split over {} ranks: it must "
+                            "be at least the number of ranks",
+                            options.batch_size, options.shards));
   FREIGHT_CHECK(options.std > 0, fmt::format("{}: normalisation std must be positive", who));
   DType in_t = dataset.inputs.dtype();
   FREIGHT_CHECK(in_t == DType::U8 || in_t == DType::F32 || in_t == DType::I64,

@@ -26,9 +26,16 @@ EpochRunner::EpochRunner(nn::Module& model, const nn::ModelSpec& spec, optim::Op
       device_(loader_options.device),
       settings_(settings),
       batch_size_(loader_options.batch_size),
-      step_(model, spec, opt, loader_options.device) {
+      shard_(loader_options.shard),
+      shards_(loader_options.shards),
+      samples_(train_set.size()),
+      step_(model, spec, opt, loader_options.device, settings.reducer) {
   FREIGHT_CHECK(device_.is_cuda() || (!settings_.cuda_graph && !settings_.data_on_device),
                 "EpochRunner: CUDA graphs and data on the device need a GPU");
+  FREIGHT_CHECK((shards_ > 1) == (settings_.reducer != nullptr),
+                "EpochRunner: a data-parallel shard needs the reducer, and only it");
+  FREIGHT_CHECK(shards_ == 1 || !settings_.cuda_graph,
+                "EpochRunner: CUDA graphs are not used in data-parallel training");
   if (settings_.data_on_device) {
     device_data_ = std::make_unique<data::DeviceData>(train_set, loader_options);
   } else {
@@ -74,6 +81,9 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
   auto t0 = Clock::now();
   auto last_read = t0;
   auto seconds = [&] { return start.seconds + seconds_since(t0); };
+  // Samples of the epoch by all ranks, for the progress report's speed (a resumed epoch's
+  // earlier samples are rank 0's, which reports).
+  int64_t global_samples = start.samples;
   int64_t checked = start.first_batch;  // batches whose loss has been seen finite
   int64_t checked_step = step;
   double step_lr = opt_.lr();  // the learning rate of the last step
@@ -110,6 +120,9 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
     }
     const bool full = rows == batch_size_;
     step_lr = opt_.lr();
+    // This rank's share of the global batch: its rows over the batch's rows.
+    const int64_t batch_rows = std::min(batch_size_, samples_ - b * batch_size_);
+    global_samples += batch_rows;
     if (graphed_ && graphed_->captured() && full && device_data_) {
       device_data_->gather(b, graphed_->static_x(), graphed_->static_y());
       graphed_->replay(Tensor(), Tensor());
@@ -125,6 +138,10 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
         bool graphed = false;
         guarded([&] { graphed = graphed_->full_batch(x, y); }, rows);
         if (graphed) ++r.graph_steps;
+      } else if (shards_ > 1 && rows == 0) {
+        step_.idle_step();
+      } else if (shards_ > 1) {
+        guarded([&] { step_(x, y, double(rows) / double(batch_rows)); }, rows);
       } else {
         guarded([&] { step_(x, y); }, rows);
       }
@@ -144,8 +161,9 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
       check(v, b + 1);
       last_read = Clock::now();
       if (on_batch)
-        on_batch(BatchProgress{epoch + 1, epochs, b + 1, batches, v[0] / double(r.targets),
-                               v[1] / double(r.targets), seconds(), r.samples});
+        on_batch(BatchProgress{
+            epoch + 1, epochs, b + 1, batches, r.targets ? v[0] / double(r.targets) : 0.0,
+            r.targets ? v[1] / double(r.targets) : 0.0, seconds(), global_samples});
     }
   }
   r.batches_done = b;
@@ -156,7 +174,7 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
   if (on_batch)
     on_batch(BatchProgress{epoch + 1, epochs, b, batches,
                            r.targets ? v[0] / double(r.targets) : 0.0,
-                           r.targets ? v[1] / double(r.targets) : 0.0, seconds(), r.samples});
+                           r.targets ? v[1] / double(r.targets) : 0.0, seconds(), global_samples});
   return r;
 }
 

@@ -40,7 +40,8 @@ struct EpochStart {
 struct EpochResult {
   double loss_sum = 0, correct = 0;  // the sums (those of `start` included)
   int64_t targets = 0, samples = 0;
-  int64_t graph_steps = 0;   // steps replayed from the graph (the captured one included)
+  int64_t graph_steps = 0;  // steps replayed from the graph (the captured one included)
+  // (In a data-parallel job the sums, targets and samples are this rank's.)
   int64_t batches_done = 0;  // num_batches() unless stopped
 };
 
@@ -52,6 +53,9 @@ class EpochRunner {
     int64_t log_interval = 0;  // GPU: batches between progress reads (0: about 4 a second)
     int64_t warmup = 3;        // eager full steps before the capture
     double run_lr = 0;         // the run's --lr, for the divergence message
+    // A data-parallel job: the gradient sums over the ranks. The loader options' shard and
+    // shards say which part of each global batch this rank trains on.
+    dist::Reducer* reducer = nullptr;
   };
   EpochRunner(nn::Module& model, const nn::ModelSpec& spec, optim::Optimizer& opt,
               const data::Dataset& train_set, const data::LoaderOptions& loader_options,
@@ -77,6 +81,8 @@ class EpochRunner {
   Device device_;
   Settings settings_;
   int64_t batch_size_;
+  int shard_ = 0, shards_ = 1;
+  int64_t samples_ = 0;  // of the whole dataset (every rank's)
   std::unique_ptr<data::Loader> loader_;
   std::unique_ptr<data::DeviceData> device_data_;
   TrainStep step_;

@@ -16,8 +16,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dist/communicator.h"
+#include "dist/model_check.h"
+#include "dist/reducer.h"
 #include "freight/autograd.h"
 #include "freight/data/loader.h"
+#include "freight/dist.h"
 #include "freight/error.h"
 #include "freight/io/safetensors.h"
 #include "freight/ops.h"
@@ -88,6 +92,8 @@ Resolved resolve(const TrainOptions& o, const nn::ModelSpec& spec) {
   check_setting("--log-interval", o.log_interval, L::count_or_zero);
   check_setting("--limit-train", o.limit_train, L::count_or_zero);
   check_setting("--limit-test", o.limit_test, L::count_or_zero);
+  check_setting("--bucket-mb", o.bucket_mb, L::bucket_mb);
+  if (o.dist_timeout != 0) check_setting("--dist-timeout", o.dist_timeout, L::dist_timeout);
   return r;
 }
 
@@ -419,9 +425,15 @@ int64_t count_correct(const Tensor& output, const Tensor& labels) {
   return c;
 }
 
-EvalResult evaluate(nn::Module& model, const nn::ModelSpec& spec, const data::Dataset& dataset,
-                    Device device, int64_t batch_size, double mean, double std) {
-  auto t0 = Clock::now();
+namespace {
+// The sums of an evaluation: what a data-parallel job adds over its ranks' shards of the set.
+struct EvalSums {
+  double loss_sum = 0, correct = 0;
+  int64_t targets = 0, seen = 0;
+};
+
+EvalSums evaluation_sums(nn::Module& model, const nn::ModelSpec& spec, const data::Dataset& dataset,
+                         Device device, int64_t batch_size, double mean, double std) {
   model.eval();
   NoGradGuard no_grad;
   data::LoaderOptions lo;
@@ -433,34 +445,75 @@ EvalResult evaluate(nn::Module& model, const nn::ModelSpec& spec, const data::Da
   data::Loader loader(dataset, lo);
   loader.start_epoch(0);
   data::Batch b;
-  double loss_sum = 0;
-  int64_t correct = 0, seen = 0, targets = 0;
+  EvalSums s;
   while (loader.next(b)) {
     Tensor out = model(b.inputs);
     int64_t n = b.labels.numel();
-    loss_sum += model_loss(spec, out, b.labels).item() * double(n);
-    correct += count_correct(out, b.labels);
-    targets += n;
-    seen += b.labels.size(0);
+    s.loss_sum += model_loss(spec, out, b.labels).item() * double(n);
+    s.correct += double(count_correct(out, b.labels));
+    s.targets += n;
+    s.seen += b.labels.size(0);
   }
+  return s;
+}
+
+EvalResult eval_result(const EvalSums& s, Clock::time_point t0) {
   EvalResult r;
-  r.loss = mean_of(loss_sum, targets);
-  r.accuracy = mean_of(double(correct), targets);
-  r.samples = seen;
+  r.loss = mean_of(s.loss_sum, s.targets);
+  r.accuracy = mean_of(s.correct, s.targets);
+  r.samples = s.seen;
   r.seconds = seconds_since(t0);
   return r;
 }
 
+// Each rank evaluates its contiguous share of the set; the sums are added over the ranks.
+EvalResult evaluate_over_ranks(nn::Module& model, const nn::ModelSpec& spec,
+                               const data::Dataset& dataset, Device device, int64_t batch_size,
+                               double mean, double std, int64_t epoch) {
+  auto t0 = Clock::now();
+  const dist::WorldInfo& w = dist::world();
+  int64_t n = dataset.size(), begin = n * w.rank / w.size, end = n * (w.rank + 1) / w.size;
+  EvalSums s;
+  if (end > begin)
+    s = evaluation_sums(model, spec, dataset.slice(begin, end), device, batch_size, mean, std);
+  std::vector<double> v{s.loss_sum, s.correct, double(s.targets), double(s.seen)};
+  dist::all_reduce_sum(v, fmt::format("the evaluation after epoch {}", epoch));
+  return eval_result({v[0], v[1], int64_t(v[2]), int64_t(v[3])}, t0);
+}
+}  // namespace
+
+EvalResult evaluate(nn::Module& model, const nn::ModelSpec& spec, const data::Dataset& dataset,
+                    Device device, int64_t batch_size, double mean, double std) {
+  auto t0 = Clock::now();
+  return eval_result(evaluation_sums(model, spec, dataset, device, batch_size, mean, std), t0);
+}
+
 TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   auto t_start = Clock::now();
+  // A data-parallel job (docs/distributed.md): this process is one of world.size ranks. Rank 0
+  // alone reports, writes metrics and checkpoints.
+  const dist::WorldInfo& world = dist::world();
+  const bool dp = o.distributed && world.size > 1;
+  const bool lead = !dp || world.rank == 0;
   auto note = [&](const std::string& s) {
-    if (cb.note) cb.note(s);
+    if (lead && cb.note) cb.note(s);
   };
   TrainResult result;
-  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.dist_timeout > 0) dist::set_timeout_seconds(o.dist_timeout);
+  if (o.threads > 0)
+    set_num_threads(o.threads);
+  else if (dp && !std::getenv("OMP_NUM_THREADS"))
+    set_num_threads(dist::default_threads());  // the cores are shared by the host's ranks
   std::string device_note;
-  result.device = resolve_device(o.device, &device_note);
+  // GPU data parallelism needs NCCL, not built yet: "auto" means the CPU then, and an explicit
+  // GPU is refused rather than quietly replaced.
+  result.device = resolve_device(dp && o.device == "auto" ? "cpu" : o.device, &device_note);
   if (!device_note.empty()) note(device_note);
+  FREIGHT_CHECK(!dp || result.device.is_cpu(),
+                fmt::format("--device {}: data-parallel training runs on the CPU only in this "
+                            "version (GPU ranks need NCCL, not implemented yet); use --device cpu "
+                            "under mpirun, or train on one GPU without mpirun",
+                            o.device));
   Precision prec = parse_precision(o.precision);
   if (result.device.is_cpu()) {
     FREIGHT_CHECK(prec == Precision::FP32,
@@ -509,6 +562,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   lo.mean = mean;
   lo.std = std;
   lo.device = result.device;
+  if (dp) {
+    lo.shard = world.rank;
+    lo.shards = world.size;
+  }
   std::unique_ptr<optim::Optimizer> opt =
       make_optimizer(r.optimizer, model->parameters(), r.lr, r.momentum, r.weight_decay);
   detail::EpochRunner::Settings es;
@@ -516,6 +573,11 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   es.data_on_device = o.data_on_device;
   es.log_interval = o.log_interval;
   es.run_lr = r.lr;
+  std::unique_ptr<dist::Reducer> reducer;
+  if (dp) {
+    reducer = std::make_unique<dist::Reducer>(model->parameters(), o.bucket_mb << 20);
+    es.reducer = reducer.get();
+  }
   detail::EpochRunner runner(*model, spec, *opt, train_set, lo, es);
   int64_t batches_per_epoch = runner.num_batches();
   result.batches_per_epoch = batches_per_epoch;
@@ -579,21 +641,58 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     start = rp.at;
     if (sched) sched->set_last_step(rp.schedule_step);
     opt->set_lr(rp.lr);
-    default_generator().set_state(rp.rng_seed, rp.rng_offset);
+    default_generator().set_state(rp.rng_seed, rp.rng_offset);  // (rank 0's, in a job)
     if (o.save == o.resume) last = {o.save, rp.at.epochs_done, rp.at.batch, " (resumed from)"};
     note(fmt::format("resuming {} from {} (step {})", o.resume,
                      where_text(rp.at.epochs_done, rp.at.batch), step));
   }
 
+  if (dp) {
+    // Every rank must run the same model with the same settings (a mismatch is named, never a
+    // hang), then starts from rank 0's weights. Dropout draws differ between ranks: each rank's
+    // generator runs 2^40 numbers apart.
+    std::string settings = fmt::format(
+        "model {}, data {} ({} train, {} test samples), --batch-size {}, --epochs {}, --seed {}, "
+        "--optimizer {}, --lr {:g}, --momentum {:g}, --weight-decay {:g}, --schedule {}, "
+        "--resume '{}' at step {}",
+        spec.name, r.data, train_set.size(), test_set.size(), r.batch_size, r.epochs, o.seed,
+        r.optimizer, r.lr, r.momentum, r.weight_decay, r.schedule, o.resume, step);
+    dist::check_same_model(model->state_dict(), settings);
+    dist::broadcast_from_rank0(model->state_dict(), "the broadcast of rank 0's weights at start");
+    Generator& g = default_generator();
+    g.set_state(g.seed(), g.offset() + (uint64_t(world.rank) << 40));
+    note(
+        fmt::format("data parallel: {} ranks on {} (MPI); global batch {} = {}{} per rank; {} CPU "
+                    "thread{} per rank; gradients summed in {} bucket{} (--bucket-mb {})",
+                    world.size, world.local_size == world.size ? "1 host" : "several hosts",
+                    r.batch_size, r.batch_size / world.size,
+                    r.batch_size % world.size ? fmt::format(" or {}", r.batch_size / world.size + 1)
+                                              : std::string(),
+                    num_threads(), num_threads() == 1 ? "" : "s", reducer->num_buckets(),
+                    reducer->num_buckets() == 1 ? "" : "s", o.bucket_mb));
+  }
+  // Without synchronised BatchNorm each rank's running statistics follow its own shards:
+  // rank 0's are the model's, given to every rank before an evaluation or a save.
+  auto rank0_buffers = [&](const std::string& what) {
+    if (dp) dist::broadcast_from_rank0(model->named_buffers(), what);
+  };
+
   std::ofstream metrics;
-  if (!o.metrics.empty()) {
+  if (!o.metrics.empty() && lead) {
     metrics.open(o.metrics, resuming ? std::ios::app : std::ios::trunc);
     FREIGHT_CHECK(metrics.good(), fmt::format("--metrics: cannot write '{}'", o.metrics));
   }
 
-  auto stop_requested = [&] { return cb.stop && cb.stop->load(std::memory_order_relaxed); };
+  // The ranks of a job cannot stop on their own (the others would wait for them): mpirun ends
+  // the job on Ctrl-C, and it resumes from the last epoch's checkpoint.
+  const std::atomic<bool>* stop = dp ? nullptr : cb.stop;
+  auto stop_requested = [&] { return stop && stop->load(std::memory_order_relaxed); };
   auto save = [&](const RunPoint& at) {
-    save_checkpoint(o.save, *model, spec, *opt, sched.get(), at, o.seed, r, train_set.size(), r.lr);
+    rank0_buffers("the broadcast of rank 0's buffers before the save");
+    if (lead)
+      save_checkpoint(o.save, *model, spec, *opt, sched.get(), at, o.seed, r, train_set.size(),
+                      r.lr);
+    dist::barrier(fmt::format("the save of {}", o.save));
     result.checkpoint = o.save;
     last = {o.save, at.epochs_done, at.batch, ""};
   };
@@ -610,13 +709,19 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       reset_peak_memory(result.device);
       auto t0 = Clock::now();
       detail::EpochStart from;
-      if (epoch == first_epoch) from = start.sums;
+      if (epoch == first_epoch && lead) from = start.sums;  // (added over the ranks below)
       from.first_batch = first_batch;
       from.seconds = epoch == first_epoch ? start.epoch_seconds : 0;
-      detail::EpochResult er =
-          runner.run_epoch(epoch - 1, r.epochs, from, sched.get(), step, cb.on_batch, cb.stop);
-      const double loss_sum = er.loss_sum, correct = er.correct;
-      const int64_t targets = er.targets, samples = er.samples, batch_no = er.batches_done;
+      detail::EpochResult er = runner.run_epoch(epoch - 1, r.epochs, from, sched.get(), step,
+                                                lead ? cb.on_batch : nullptr, stop);
+      double loss_sum = er.loss_sum, correct = er.correct;
+      int64_t targets = er.targets, samples = er.samples;
+      const int64_t batch_no = er.batches_done;
+      if (dp) {
+        std::vector<double> v{loss_sum, correct, double(targets), double(samples)};
+        dist::all_reduce_sum(v, fmt::format("the sums of epoch {}", epoch));
+        loss_sum = v[0], correct = v[1], targets = int64_t(v[2]), samples = int64_t(v[3]);
+      }
       synchronize(result.device);
       double epoch_seconds = from.seconds + seconds_since(t0);
       if (batch_no < batches_per_epoch) {  // stopped in the middle of the epoch
@@ -645,7 +750,11 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       rep.samples_per_second = double(samples) / std::max(rep.train_seconds, 1e-9);
       rep.peak_memory = memory_stats(result.device).peak;
       rep.graph_steps = er.graph_steps;
-      EvalResult ev = evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
+      rank0_buffers("the broadcast of rank 0's buffers before the evaluation");
+      EvalResult ev =
+          dp ? evaluate_over_ranks(*model, spec, test_set, result.device, o.test_batch_size, mean,
+                                   std, epoch)
+             : evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
       rep.test_loss = ev.loss;
       rep.test_accuracy = ev.accuracy;
       rep.eval_seconds = ev.seconds;
@@ -672,6 +781,7 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                {"eval_seconds", rep.eval_seconds},
                {"samples_per_second", rep.samples_per_second},
                {"peak_memory_bytes", rep.peak_memory}};
+        if (dp) j["ranks"] = world.size;
         if (result.device.is_cuda()) {
           j["precision"] = o.precision;
           j["cuda_graph"] = o.cuda_graph;
@@ -681,12 +791,13 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
         metrics << j.dump() << "\n";
         metrics.flush();
       }
-      if (cb.on_epoch) cb.on_epoch(rep);
+      if (cb.on_epoch && lead) cb.on_epoch(rep);
     }
   } catch (const detail::DivergedError& e) {
     throw Error(fmt::format("{}; {}", e.what(), kept_note(o, last)));
   }
   result.wall_seconds = seconds_since(t_start);
+  result.model = model;
   return result;
 }
 

@@ -3,14 +3,15 @@
 #include <vector>
 
 #include "freight/autograd.h"
+#include "freight/error.h"
 #include "freight/training.h"
 #include "ops/kernels/metrics.h"
 
 namespace freight::detail {
 
 TrainStep::TrainStep(nn::Module& model, const nn::ModelSpec& spec, optim::Optimizer& opt,
-                     Device device)
-    : model_(model), spec_(spec), opt_(opt), device_(device) {
+                     Device device, dist::Reducer* reducer)
+    : model_(model), spec_(spec), opt_(opt), device_(device), reducer_(reducer) {
   sums_ = Tensor::zeros({2}, DType::F64, device_);
 }
 
@@ -21,11 +22,19 @@ void TrainStep::reset_sums(double loss_sum, double correct) {
     sums_.copy_(Tensor::from_vector(std::vector<double>{loss_sum, correct}, {2}));
 }
 
-TrainStep::Outputs TrainStep::operator()(const Tensor& x, const Tensor& y) {
-  opt_.zero_grad();
+TrainStep::Outputs TrainStep::operator()(const Tensor& x, const Tensor& y, double weight) {
+  ++steps_;
+  if (reducer_)
+    reducer_->prepare();  // the gradients become views into the buckets, zeroed
+  else
+    opt_.zero_grad();
   Tensor out = model_(x);
   Tensor loss = model_loss(spec_, out, y);
-  loss.backward();
+  if (weight == 1.0)
+    loss.backward();
+  else
+    loss.backward(Tensor::full(loss.shape(), weight, loss.dtype(), loss.device()));
+  if (reducer_) reducer_->finish(steps_);
   opt_.step();
   NoGradGuard no_grad;
   Outputs o{out.detach(), loss.detach()};
@@ -33,6 +42,14 @@ TrainStep::Outputs TrainStep::operator()(const Tensor& x, const Tensor& y) {
   kernels::accumulate_metrics(device_.type, rows, y.reshape({-1}).contiguous(), o.loss,
                               double(y.numel()), sums_);
   return o;
+}
+
+void TrainStep::idle_step() {
+  FREIGHT_CHECK(reducer_, "TrainStep::idle_step: only a data-parallel step runs without rows");
+  ++steps_;
+  reducer_->prepare();
+  reducer_->finish(steps_);
+  opt_.step();
 }
 
 }  // namespace freight::detail

@@ -6,7 +6,13 @@
 // replay advances as an eager step would). So the step never waits for the host, and a CUDA
 // graph (graphed_step.h) can capture it and replay it with nothing to patch on the host
 // afterwards: any layer or optimizer built that way works under graphs without a special case.
+//
+// In a data-parallel job (dist/reducer.h) the step seeds its backward with its rank's share of
+// the global batch (`weight`: its rows over the batch's rows) and the Reducer sums the weighted
+// gradients over the ranks, in buckets, during backward: each rank then steps with the gradient
+// one process would have computed on the whole batch.
 #pragma once
+#include "dist/reducer.h"
 #include "freight/device.h"
 #include "freight/nn/model_file.h"
 #include "freight/nn/module.h"
@@ -17,14 +23,21 @@ namespace freight::detail {
 
 class TrainStep {
  public:
-  TrainStep(nn::Module& model, const nn::ModelSpec& spec, optim::Optimizer& opt, Device device);
+  // `reducer`: the gradient sums of a data-parallel job (null: one process).
+  TrainStep(nn::Module& model, const nn::ModelSpec& spec, optim::Optimizer& opt, Device device,
+            dist::Reducer* reducer = nullptr);
 
   // What one step leaves behind besides its updates: the model's output and the loss (detached).
   struct Outputs {
     Tensor output, loss;
   };
-  // One step on the batch (x, y), both on the device.
-  Outputs operator()(const Tensor& x, const Tensor& y);
+  // One step on the batch (x, y), both on the device. `weight` scales the loss's gradient (this
+  // rank's share of a global batch; 1 in one process, which then runs exactly as without it).
+  Outputs operator()(const Tensor& x, const Tensor& y, double weight = 1.0);
+  // A data-parallel step on a rank without a row of this batch (a last batch shorter than the
+  // number of ranks): no forward, zeros into the gradient sums (which every rank must join), the
+  // same optimizer step as the other ranks.
+  void idle_step();
 
   // float64 [2] on the device: Σ loss · targets, Σ correct predictions, over the steps since the
   // last reset (or from the given sums, for an epoch resumed in its middle).
@@ -37,6 +50,8 @@ class TrainStep {
   const nn::ModelSpec& spec_;
   optim::Optimizer& opt_;
   Device device_;
+  dist::Reducer* reducer_;
+  int64_t steps_ = 0;  // (named when a gradient sum times out)
   Tensor sums_;
 };
 

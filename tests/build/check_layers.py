@@ -20,7 +20,7 @@ import sys
 # The allowed order, written down once: each layer and the layers it may include (besides its
 # own). Backends sit beside nn/optim/data/io, not below them: nothing in the engine includes a
 # backend, which only registers kernels into the ops' slots.
-ENGINE = ["core", "ops", "backend", "io", "nn", "optim", "data", "training"]
+ENGINE = ["core", "ops", "backend", "io", "nn", "optim", "data", "dist", "training"]
 TOOLING = ["profile", "bench-tools"]
 ALLOWED = {
     "core": [],
@@ -30,7 +30,9 @@ ALLOWED = {
     "nn": ["core", "ops", "io"],
     "optim": ["core", "ops"],
     "data": ["core", "ops", "io"],  # bytes on disk (io) -> dataset -> loader
-    "training": ["core", "ops", "io", "nn", "optim", "data"],
+    # The processes of a data-parallel job (MPI): ranks, collectives, the gradient reducer.
+    "dist": ["core", "ops"],
+    "training": ["core", "ops", "io", "nn", "optim", "data", "dist"],
     "profile": ENGINE,
     "bench-tools": ENGINE + ["profile"],
     "command": ENGINE + TOOLING,
@@ -53,6 +55,7 @@ PUBLIC_HEADERS = {
     "freight/unary_ops.h": "ops",  # the unary ops' descriptor rows
     # The affine map the data kernels apply (a kernel argument), below the loader.
     "freight/data/normalisation.h": "ops",
+    "freight/dist.h": "dist",
     "freight/training.h": "training",
     "freight/settings.h": "training",
     "freight/freight.h": "training",  # the umbrella header of the engine's public API
@@ -64,6 +67,7 @@ PUBLIC_DIRS = {"freight/io/": "io", "freight/nn/": "nn", "freight/optim/": "opti
                "freight/data/": "data"}
 SOURCE_DIRS = {"src/core/": "core", "src/ops/": "ops", "src/backend/": "backend",
                "src/io/": "io", "src/nn/": "nn", "src/optim/": "optim", "src/data/": "data",
+               "src/dist/": "dist",
                "src/training/": "training", "src/profile/": "profile",
                "src/bench/": "bench-tools", "tools/": "command", "bench/": "benchmarks",
                "tests/": "tests"}

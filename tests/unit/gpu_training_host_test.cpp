@@ -171,6 +171,32 @@ TEST(DeviceData, GathersExactlyTheLoadersBatches) {
   }
 }
 
+// Each rank's DeviceData gathers its shard of every global batch, exactly the sharded Loader's.
+TEST(DeviceData, ShardsMatchTheShardedLoader) {
+  data::Dataset d = pixels(53);  // batches of 16: 16, 16, 16, 5
+  for (int shards : {2, 3}) {
+    for (int r = 0; r < shards; ++r) {
+      data::LoaderOptions o;
+      o.batch_size = 16;
+      o.seed = 3;
+      o.shard = r;
+      o.shards = shards;
+      data::Loader loader(d, o);
+      data::DeviceData dd(d, o);
+      loader.start_epoch(2);
+      dd.start_epoch(2);
+      data::Batch a;
+      for (int64_t b = 0; loader.next(a); ++b) {
+        ASSERT_EQ(dd.batch_rows(b), a.inputs.size(0));
+        data::Batch g = dd.batch(b);
+        EXPECT_EQ(g.inputs.to_float_vector(), a.inputs.to_float_vector())
+            << "rank " << r << " of " << shards << ", batch " << b;
+        EXPECT_EQ(g.labels.to_int_vector(), a.labels.to_int_vector());
+      }
+    }
+  }
+}
+
 TEST(DeviceData, EpochOrderIsAPermutationAndAPureFunction) {
   std::vector<int64_t> a = data::epoch_order(1000, 5, 2), b = data::epoch_order(1000, 5, 2);
   EXPECT_EQ(a, b);

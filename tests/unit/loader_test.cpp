@@ -135,3 +135,71 @@ TEST(Loader, BadOptionsAreClearErrors) {
 
 }  // namespace
 }  // namespace freight::data
+
+namespace freight::data {
+namespace {
+
+// Data parallelism: every rank's loader yields its shard of each global batch; in rank order
+// the shards are the batch one process would see, whatever the number of ranks, a last batch
+// with fewer rows than ranks (some shards empty) included.
+TEST(Loader, ShardsOfAGlobalBatchConcatenateToIt) {
+  Dataset d = numbered(97);  // batches of 32: 32, 32, 32, 1
+  LoaderOptions o;
+  o.batch_size = 32;
+  o.seed = 4;
+  Loader whole(d, o);
+  whole.start_epoch(1);
+  std::vector<std::vector<int64_t>> want;
+  Batch b;
+  while (whole.next(b)) {
+    std::vector<float> x = b.inputs.to_float_vector();
+    want.emplace_back();
+    for (size_t i = 0; i < x.size(); i += 2)
+      want.back().push_back(int64_t(std::lround(x[i] * 255)));
+  }
+  for (int shards : {1, 2, 3}) {
+    for (int prefetch : {2, 0}) {
+      std::vector<std::vector<int64_t>> got(want.size());
+      for (int r = 0; r < shards; ++r) {
+        LoaderOptions so = o;
+        so.shard = r;
+        so.shards = shards;
+        so.prefetch = prefetch;
+        Loader l(d, so);
+        ASSERT_EQ(l.num_batches(), whole.num_batches());
+        l.start_epoch(1);
+        for (size_t k = 0; l.next(b); ++k) {
+          EXPECT_EQ(b.inputs.size(0), shard_of(int64_t(want[k].size()), r, shards).rows);
+          EXPECT_EQ(b.labels.size(0), b.inputs.size(0));
+          std::vector<float> x = b.inputs.to_float_vector();
+          for (size_t i = 0; i < x.size(); i += 2)
+            got[k].push_back(int64_t(std::lround(x[i] * 255)));
+        }
+      }
+      EXPECT_EQ(got, want) << shards << " shards, prefetch " << prefetch;
+    }
+  }
+}
+
+TEST(Loader, ShardRowsSplitEvenlyAndRefuseAGlobalBatchBelowTheRanks) {
+  EXPECT_EQ(shard_of(10, 0, 3).offset, 0);
+  EXPECT_EQ(shard_of(10, 0, 3).rows, 4);
+  EXPECT_EQ(shard_of(10, 1, 3).offset, 4);
+  EXPECT_EQ(shard_of(10, 1, 3).rows, 3);
+  EXPECT_EQ(shard_of(10, 2, 3).offset, 7);
+  EXPECT_EQ(shard_of(1, 2, 3).rows, 0);
+  EXPECT_THROW(shard_of(10, 3, 3), Error);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.shard = 0;
+  o.shards = 3;
+  try {
+    Loader l(numbered(10), o);
+    FAIL() << "a global batch of 2 over 3 ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch-size 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace freight::data

@@ -4,7 +4,21 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "freight/dist.h"
 #include "freight/error.h"
+#include "launch.h"
+
+namespace {
+// One rank of a data-parallel job that fails ends the whole job with its message, at once:
+// the others would otherwise wait for it in their next collective.
+int fail(int code, const std::string& message) {
+  if (freight::dist::launched_by_mpi() && freight::dist::world().size > 1)
+    freight::dist::abort_job(code, message);  // "freight: error on rank 1 of 2 (host): ..."
+  std::fflush(stdout);
+  fmt::print(stderr, "\nfreight: {}{}\n", code == 1 ? "error: " : "", message);
+  return code;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -12,6 +26,7 @@ int main(int argc, char** argv) {
       "goes.\nRun `freight train` to train the default CNN on Fashion-MNIST."};
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
   app.require_subcommand(1);
+  freight::cli::set_program_args(argc, argv);
   freight::cli::add_train(app);
   freight::cli::add_eval(app);
   freight::cli::add_summary(app);
@@ -34,13 +49,9 @@ int main(int argc, char** argv) {
                e.what(), used.empty() ? std::string() : used.back()->get_name() + " ");
     return 1;
   } catch (const freight::Error& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "\nfreight: error: {}\n", e.what());
-    return 1;
+    return fail(1, e.what());
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "\nfreight: internal error: {}\n", e.what());
-    return 2;
+    return fail(2, fmt::format("internal error: {}", e.what()));
   }
   return 0;
 }

@@ -6,12 +6,15 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "commands.h"
 #include "flags.h"
 #include "format.h"
+#include "freight/dist.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
+#include "launch.h"
 #include "stop_signals.h"
 
 namespace freight::cli {
@@ -177,7 +180,25 @@ void add_train(CLI::App& app) {
                 "GPU: keep the training set in GPU memory and assemble batches there");
   cmd->add_flag("--deterministic", opt->deterministic,
                 "GPU: deterministic algorithms only (bit-identical reruns)");
-  cmd->callback([cmd, opt, no_save, no_graph] {
+  auto nproc = std::make_shared<int>(0);
+  cmd->add_option("--nproc", *nproc,
+                  "Data-parallel training on N processes of this machine (starts mpirun; "
+                  "--batch-size is the global batch, split over them)")
+      ->check(in_range(limits::nproc));
+  cmd->add_option("--bucket-mb", opt->bucket_mb,
+                  "Data parallel: MiB of gradients summed over the ranks at a time, while backward "
+                  "runs (0: all of them after backward)")
+      ->capture_default_str()
+      ->check(in_range(limits::bucket_mb));
+  cmd->add_option("--dist-timeout", opt->dist_timeout,
+                  "Data parallel: seconds a rank waits for the others before the job is ended "
+                  "(default: FREIGHT_DIST_TIMEOUT or 600)")
+      ->check(in_range(limits::dist_timeout));
+  cmd->callback([cmd, opt, no_save, no_graph, nproc] {
+    run_under_mpirun_if_asked(*nproc);  // --nproc N outside mpirun: becomes mpirun (no return)
+    // In a data-parallel job rank 0 speaks for the job; the others print only their errors.
+    const bool job = dist::launched_by_mpi() && dist::world().size > 1;
+    const bool quiet = job && dist::world().rank != 0;
     TrainOptions o = *opt;
     o.cuda_graph = !*no_graph;
     if (*no_save) {
@@ -196,7 +217,10 @@ void add_train(CLI::App& app) {
     bool tty = stdout_is_tty();
     ProgressBar bar;
     TrainCallbacks cb;
-    cb.note = [](const std::string& s) { fmt::print("{}\n", s); };
+    cb.note = [](const std::string& s) {
+      fmt::print("{}\n", s);
+      std::fflush(stdout);
+    };
     if (tty) {
       cb.on_batch = [&bar](const BatchProgress& p) { bar.update(p); };
     } else if (o.log_interval > 0) {
@@ -220,19 +244,25 @@ void add_train(CLI::App& app) {
       std::fflush(stdout);
       ++total_epochs;
     };
-    // Ctrl-C or SIGTERM: the run ends after the step under way, with a resumable checkpoint.
-    StopSignals signals(
-        o.save.empty()
-            ? "\nfreight: interrupted: finishing the current step, then stopping; nothing will be "
-              "saved (--no-save). Interrupt again to quit at once.\n"
-            : "\nfreight: interrupted: finishing the current step, then saving a checkpoint to "
-              "resume from. Interrupt again to quit at once.\n");
-    cb.stop = signals.flag();
+    // Ctrl-C or SIGTERM: the run ends after the step under way, with a resumable checkpoint. Not
+    // in a job: its ranks cannot stop alone, and mpirun ends all of them on Ctrl-C (the last
+    // epoch's checkpoint resumes it).
+    std::optional<StopSignals> signals;
+    if (!job) {
+      signals.emplace(
+          o.save.empty()
+              ? "\nfreight: interrupted: finishing the current step, then stopping; nothing will "
+                "be saved (--no-save). Interrupt again to quit at once.\n"
+              : "\nfreight: interrupted: finishing the current step, then saving a checkpoint to "
+                "resume from. Interrupt again to quit at once.\n");
+      cb.stop = signals->flag();
+    }
     TrainResult res = train(o, cb);
-    if (res.interrupted) {
+    if (quiet) return;
+    if (res.interrupted && signals) {
       if (tty) bar.clear();
-      report_interruption(*cmd, o, res, signals.signal());
-      throw CLI::RuntimeError(128 + (signals.signal() ? signals.signal() : SIGINT));
+      report_interruption(*cmd, o, res, signals->signal());
+      throw CLI::RuntimeError(128 + (signals->signal() ? signals->signal() : SIGINT));
     }
     double train_s = 0;
     for (const EpochReport& r : res.epochs) train_s += r.train_seconds;
@@ -252,7 +282,8 @@ void add_train(CLI::App& app) {
         graph_steps > 0 ? fmt::format("; {} steps replayed from a CUDA graph", graph_steps)
                         : std::string());
     if (!res.checkpoint.empty()) fmt::print("checkpoint: {}\n", res.checkpoint);
-    if (int sig = signals.signal()) {  // it came after the last step: nothing was cut short
+    if (int sig = signals ? signals->signal()
+                          : 0) {  // it came after the last step: nothing was cut short
       std::fflush(stdout);
       fmt::print(stderr, "freight: interrupted by {} after the last step: the run is complete\n",
                  signal_name(sig));

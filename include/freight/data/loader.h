@@ -38,7 +38,19 @@ struct LoaderOptions {
   // Allocates the host staging tensor of a batch (the GPU backend passes a pinned-memory
   // allocator here so host-to-device copies can run asynchronously). Default: Tensor::empty.
   std::function<Tensor(const Shape&, DType)> host_alloc;
+  // Data parallelism: this process is shard `shard` of `shards` (its rank among the ranks).
+  // batch_size stays the global batch and the batches the same; each loader yields its shard of
+  // every batch (shard_of), so the shards of batch b, concatenated in rank order, are batch b.
+  int shard = 0, shards = 1;
 };
+
+// The rows [offset, offset + rows) of a batch of `batch_rows` rows that shard `shard` of
+// `shards` takes: an even split, the first batch_rows % shards shards one row more. A shard may
+// get no row (a last batch shorter than the number of shards).
+struct ShardRows {
+  int64_t offset = 0, rows = 0;
+};
+ShardRows shard_of(int64_t batch_rows, int shard, int shards);
 
 // The sample order of epoch `epoch` (0-based) over n samples: 0..n−1 without shuffling, else a
 // Fisher-Yates shuffle driven by Philox(seed). A pure function of its arguments, shared by the
