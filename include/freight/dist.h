@@ -4,7 +4,9 @@
 // (docs/distributed.md). Outside mpirun, or in a build without MPI, the world is one process
 // and nothing here communicates. No MPI type appears in this header.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace freight::dist {
 
@@ -36,5 +38,18 @@ void set_timeout_seconds(double seconds);
 // CPU threads for each rank when none were asked for: the cores this process may run on (its
 // binding) when mpirun bound it, else the host's cores shared among its ranks.
 int default_threads();
+
+// One size of measure_all_reduce: the median time of an in-place float32 sum of `bytes` over
+// the ranks (each repeat's time is the slowest rank's), and the bus bandwidth it means for a
+// ring all-reduce, 2(p − 1)/p · bytes / seconds (what each rank's link carries).
+struct AllReduceTiming {
+  int64_t bytes = 0;
+  double seconds = 0;
+  double bus_bytes_per_second = 0;
+};
+// Times sums over the ranks at each size, after a warm-up, with a fixed number of repeats (so
+// every rank makes the same calls). A collective: every rank must call it. In a world of one it
+// returns nothing.
+std::vector<AllReduceTiming> measure_all_reduce(const std::vector<int64_t>& sizes_bytes);
 
 }  // namespace freight::dist

@@ -25,15 +25,16 @@ bool alone() {
 #if FREIGHT_WITH_MPI
 using Clock = std::chrono::steady_clock;
 
-// Waits for `requests` by polling: MPI's own blocking waits never time out. Polls with a yield
-// in between for the first milliseconds (a step's sums take about that long; the yield gives the
-// core to another rank when ranks outnumber cores), then sleeps with a growing pause (up to
-// 1 ms); past the deadline, aborts the job naming `what`.
+// Waits for `requests` by polling: MPI's own blocking waits never time out. Without a progress
+// thread a nonblocking collective advances only inside MPI calls (each test moves it a round),
+// so for the first second the wait tests back to back, yielding the core in between (to another
+// rank when ranks outnumber cores); after that, when a rank is late or stuck, it sleeps between
+// tests with a growing pause (up to 1 ms). Past the deadline it aborts the job, naming `what`.
 void wait_all(std::vector<MPI_Request>& requests, const std::string& what) {
   if (requests.empty()) return;
   auto t0 = Clock::now();
   const double limit = timeout_seconds();
-  auto pause = std::chrono::microseconds(50);
+  auto pause = std::chrono::microseconds(20);
   for (;;) {
     int done = 0;
     MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
@@ -43,7 +44,7 @@ void wait_all(std::vector<MPI_Request>& requests, const std::string& what) {
       abort_job(3, fmt::format("{} waited {:.0f} s for the other ranks: a rank is stuck or died "
                                "(the limit is --dist-timeout or FREIGHT_DIST_TIMEOUT, {:g} s)",
                                what, waited, limit));
-    if (waited < 0.02) {
+    if (waited < 1.0) {
       sched_yield();
       continue;
     }

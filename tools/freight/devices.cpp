@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "flags.h"
 #include "format.h"
 #include "freight/device.h"
+#include "freight/dist.h"
 #include "freight/peaks.h"
 #include "freight/runtime.h"
+#include "launch.h"
 
 namespace freight::cli {
 
@@ -79,11 +82,41 @@ void print_peaks(const DevicePeaks& p) {
         line);
   }
 }
+std::string micro_seconds(double s) {
+  return s < 1e-3 ? fmt::format("{:.1f} µs", s * 1e6) : fmt::format("{:.2f} ms", s * 1e3);
+}
+
+std::vector<int64_t> all_reduce_sizes() {
+  return {4, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+}
+
+void print_link(const dist::WorldInfo& w, const std::vector<dist::AllReduceTiming>& link,
+                bool measured) {
+  fmt::print("ranks    {} processes (MPI) on {}; this is rank 0 on {}\n", w.size,
+             w.local_size == w.size ? "1 host" : "several hosts", w.host);
+  if (!measured) {
+    fmt::print("         (--measure times the sums over the ranks)\n");
+    return;
+  }
+  fmt::print("         all-reduce (in-place float32 sum over the ranks; median, slowest rank):\n");
+  for (const dist::AllReduceTiming& t : link)
+    fmt::print("         {:>10}  {:>9}  bus bandwidth {:.2f} GB/s\n", format_bytes(double(t.bytes)),
+               micro_seconds(t.seconds), t.bus_bytes_per_second / 1e9);
+  if (!link.empty()) {
+    const dist::AllReduceTiming* best = &link.front();
+    for (const dist::AllReduceTiming& t : link)
+      if (t.bus_bytes_per_second > best->bus_bytes_per_second) best = &t;
+    fmt::print("         latency {} (the smallest sum); bus bandwidth up to {:.2f} GB/s (at {})\n",
+               micro_seconds(link.front().seconds), best->bus_bytes_per_second / 1e9,
+               format_bytes(double(best->bytes)));
+  }
+}
 }  // namespace
 
 void add_devices(CLI::App& app) {
   struct Opts {
     bool measure = false, peaks = false;
+    int nproc = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("devices", "List the CPU and the GPUs Freight can use");
@@ -92,7 +125,26 @@ void add_devices(CLI::App& app) {
                 "and cache them for explain, plan and bench");
   cmd->add_flag("--peaks", o->peaks,
                 "Show each device's peaks from the cache (measured first when not cached)");
+  cmd->add_option("--nproc", o->nproc,
+                  "With --measure: also time sums over N processes of this machine (starts "
+                  "mpirun), the all-reduce of data-parallel training")
+      ->check(in_range(limits::nproc));
   cmd->callback([o] {
+    run_under_mpirun_if_asked(o->nproc);
+    const dist::WorldInfo& world = dist::launched_by_mpi() ? dist::world() : dist::WorldInfo{};
+    if (world.size > 1) {
+      // Every rank takes part in the link's measurement; rank 0 then reports it, and its devices.
+      std::vector<dist::AllReduceTiming> link;
+      if (o->measure) link = dist::measure_all_reduce(all_reduce_sizes());
+      if (world.rank != 0) return;
+      print_link(world, link, o->measure);
+      // A rank's share of the cores would be measured (and cached) as the device's peaks.
+      if (o->measure || o->peaks)
+        fmt::print(
+            "         (device peaks are measured outside mpirun: freight devices "
+            "--measure)\n");
+      o->measure = o->peaks = false;
+    }
     bool measured = false;
     for (const DeviceInfo& d : list_devices()) {
       if (d.device.is_cpu()) {
