@@ -51,6 +51,7 @@ inline constexpr IntRange count{1, kMaxInt};        // sample limits, log interv
 inline constexpr IntRange count_or_zero{0, kMaxInt};
 inline constexpr IntRange bucket_mb{0, 1024};           // gradient buckets (0: one, after backward)
 inline constexpr IntRange nproc{1, 4096};               // processes of a data-parallel job
+inline constexpr IntRange accumulate{1, 1 << 20};       // batches per optimizer step
 inline constexpr RealRange dist_timeout{0, 1e6, true};  // seconds
 
 inline constexpr std::array<std::string_view, 4> optimizers{"sgd", "nesterov", "adam", "adamw"};

@@ -54,6 +54,9 @@ struct TrainOptions {
   // share of every global batch (batch_size is the global batch) and the gradients are summed
   // over the ranks. false: every rank trains alone, as one process would (tests compare).
   bool distributed = true;
+  // Gradient accumulation: one optimizer step per `accumulate` batches, equal (up to rounding) to
+  // one step on a batch of accumulate × batch_size samples; on a GPU it turns CUDA graphs off.
+  int64_t accumulate = 1;
   int64_t bucket_mb = 25;   // gradient bucket size in MiB (0: one bucket, after backward)
   double dist_timeout = 0;  // seconds a collective waits for the other ranks (0: the default)
 };

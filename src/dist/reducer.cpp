@@ -83,6 +83,15 @@ void Reducer::prepare() {
   in_backward_ = true;
 }
 
+void Reducer::hold() {
+  in_backward_ = false;
+}
+
+void Reducer::release() {
+  FREIGHT_CHECK(next_ == 0, "Reducer::release: buckets were started before the group's end");
+  in_backward_ = true;
+}
+
 void Reducer::ready(size_t param) {
   if (!in_backward_) return;  // a backward outside a step (a test's own): not ours to sum
   Bucket& b = buckets_[bucket_of_[param]];

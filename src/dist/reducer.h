@@ -37,6 +37,11 @@ class Reducer {
   // Before the step's backward (in place of zero_grad): zeroes the buckets and makes each
   // parameter's gradient its view into them.
   void prepare();
+  // Gradient accumulation over micro-batches: after prepare(), hold() makes the backward passes
+  // that follow add into the buckets without summing anything over the ranks; release() before
+  // the group's last backward lets its hooks start the buckets again.
+  void hold();
+  void release();
   // After backward: starts the buckets left, in order, and waits for all the sums. `step` is
   // named in a timeout's message.
   void finish(int64_t step);

@@ -36,6 +36,8 @@ EpochRunner::EpochRunner(nn::Module& model, const nn::ModelSpec& spec, optim::Op
                 "EpochRunner: a data-parallel shard needs the reducer, and only it");
   FREIGHT_CHECK(shards_ == 1 || !settings_.cuda_graph,
                 "EpochRunner: CUDA graphs are not used in data-parallel training");
+  FREIGHT_CHECK(settings_.accumulate >= 1 && (settings_.accumulate == 1 || !settings_.cuda_graph),
+                "EpochRunner: CUDA graphs capture whole steps, not accumulated micro-batches");
   if (settings_.data_on_device) {
     device_data_ = std::make_unique<data::DeviceData>(train_set, loader_options);
   } else {
@@ -50,6 +52,10 @@ EpochRunner::~EpochRunner() = default;
 
 int64_t EpochRunner::num_batches() const {
   return loader_ ? loader_->num_batches() : device_data_->num_batches();
+}
+
+int64_t EpochRunner::steps_per_epoch() const {
+  return (num_batches() + settings_.accumulate - 1) / settings_.accumulate;
 }
 
 void EpochRunner::guarded(const std::function<void()>& fn, int64_t batch_rows) {
@@ -104,9 +110,22 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
     checked = batch_no;
     checked_step = step;
   };
+  const int64_t k = settings_.accumulate;
+  FREIGHT_CHECK(start.first_batch % k == 0,
+                fmt::format("an epoch accumulating {} batches per step cannot start at batch {}", k,
+                            start.first_batch));
+  auto global_rows = [&](int64_t batch) {
+    return std::min(batch_size_, samples_ - batch * batch_size_);
+  };
+  int64_t group_rows = 0;  // the rows of every rank in the current group of k batches
   int64_t b = start.first_batch;
   for (; b < batches; ++b) {
-    if (b > start.first_batch && stop && stop->load(std::memory_order_relaxed)) break;
+    const bool first = b % k == 0, last = (b + 1) % k == 0 || b + 1 == batches;
+    if (first && b > start.first_batch && stop && stop->load(std::memory_order_relaxed)) break;
+    if (first) {
+      group_rows = 0;
+      for (int64_t j = b; j < std::min(b + k, batches); ++j) group_rows += global_rows(j);
+    }
     Tensor x, y;
     int64_t rows = 0;
     if (loader_) {
@@ -120,9 +139,10 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
     }
     const bool full = rows == batch_size_;
     step_lr = opt_.lr();
-    // This rank's share of the global batch: its rows over the batch's rows.
-    const int64_t batch_rows = std::min(batch_size_, samples_ - b * batch_size_);
-    global_samples += batch_rows;
+    global_samples += global_rows(b);
+    // This rank's share of the step's samples: its rows over the group's rows.
+    const bool plain = shards_ == 1 && k == 1;
+    const double weight = double(rows) / double(group_rows);
     if (graphed_ && graphed_->captured() && full && device_data_) {
       device_data_->gather(b, graphed_->static_x(), graphed_->static_y());
       graphed_->replay(Tensor(), Tensor());
@@ -138,24 +158,25 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
         bool graphed = false;
         guarded([&] { graphed = graphed_->full_batch(x, y); }, rows);
         if (graphed) ++r.graph_steps;
-      } else if (shards_ > 1 && rows == 0) {
-        step_.idle_step();
-      } else if (shards_ > 1) {
-        guarded([&] { step_(x, y, double(rows) / double(batch_rows)); }, rows);
+      } else if (rows == 0) {
+        step_.idle_step(first, last);
+      } else if (!plain) {
+        guarded([&] { step_(x, y, weight, first, last); }, rows);
       } else {
         guarded([&] { step_(x, y); }, rows);
       }
     }
-    if (sched) sched->step();
-    ++step;
+    if (last) {
+      if (sched) sched->step();
+      ++step;
+    }
     r.targets += y.numel();
     r.samples += rows;
-    const bool last = b + 1 == batches;
     // A GPU reads only for a progress report, at the log interval (or about 4 times a second).
-    const bool read =
-        !last && (read_every_batch ||
-                  (on_batch && (settings_.log_interval > 0 ? (b + 1) % settings_.log_interval == 0
-                                                           : seconds_since(last_read) >= 0.25)));
+    const bool read = b + 1 < batches &&
+                      (read_every_batch || (on_batch && (settings_.log_interval > 0
+                                                             ? (b + 1) % settings_.log_interval == 0
+                                                             : seconds_since(last_read) >= 0.25)));
     if (read) {
       std::vector<double> v = step_.sums().to_double_vector();
       check(v, b + 1);

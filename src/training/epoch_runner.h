@@ -56,6 +56,9 @@ class EpochRunner {
     // A data-parallel job: the gradient sums over the ranks. The loader options' shard and
     // shards say which part of each global batch this rank trains on.
     dist::Reducer* reducer = nullptr;
+    // Gradient accumulation: one optimizer step per `accumulate` batches (the last group of an
+    // epoch may be shorter), equal to one step on all their samples at once.
+    int64_t accumulate = 1;
   };
   EpochRunner(nn::Module& model, const nn::ModelSpec& spec, optim::Optimizer& opt,
               const data::Dataset& train_set, const data::LoaderOptions& loader_options,
@@ -65,9 +68,11 @@ class EpochRunner {
   EpochRunner& operator=(const EpochRunner&) = delete;
 
   int64_t num_batches() const;
+  int64_t steps_per_epoch() const;  // optimizer steps: ceil(batches / accumulate)
 
-  // One epoch (0-based `epoch`) from `start`; `step` counts optimizer steps and the schedule
-  // steps after each. When `stop` becomes true the epoch ends after the step under way.
+  // One epoch (0-based `epoch`) from `start` (a group's first batch); `step` counts optimizer
+  // steps and the schedule steps after each. When `stop` becomes true the epoch ends after the
+  // optimizer step under way.
   EpochResult run_epoch(int64_t epoch, int64_t epochs, const EpochStart& start,
                         optim::LRScheduler* sched, int64_t& step,
                         const std::function<void(const BatchProgress&)>& on_batch,

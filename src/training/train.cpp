@@ -58,6 +58,7 @@ struct Resolved {
   double lr, momentum, weight_decay;
   int64_t step_size;
   double gamma;
+  int64_t accumulate;
 };
 
 // A set option must be in range (it is never swapped for the default); an unset one takes the
@@ -85,6 +86,7 @@ Resolved resolve(const TrainOptions& o, const nn::ModelSpec& spec) {
   check_optimizer_settings(spec, r.optimizer, o.momentum, o.weight_decay);
   r.step_size = train_default_int(spec, "step_size", 1, L::step_size);
   r.gamma = train_default_real(spec, "gamma", 0.1, L::gamma);
+  r.accumulate = check_setting("--accumulate", o.accumulate, L::accumulate);
   // Options without a model default: checked here so that a bad one fails before the first
   // epoch, not when it is first used (the test batch size only at the first evaluation).
   check_setting("--test-batch-size", o.test_batch_size, L::batch_size);
@@ -212,6 +214,7 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
                      {"schedule", r.schedule},
                      {"base_lr", fmt::format("{:.17g}", run_lr)},
                      {"schedule_step", std::to_string(sched ? sched->last_step() : 0)},
+                     {"accumulate", std::to_string(r.accumulate)},
                      {"seed", std::to_string(seed)},
                      {"rng_seed", std::to_string(g.seed())},
                      {"rng_offset", std::to_string(g.offset())},
@@ -231,7 +234,7 @@ struct ResumePoint {
   RunPoint at;
   std::string optimizer, schedule, data;
   double base_lr = -1;  // the run's --lr (< 0: not recorded, an older checkpoint)
-  int64_t batch_size = 0, schedule_step = 0, train_samples = -1;
+  int64_t batch_size = 0, schedule_step = 0, train_samples = -1, accumulate = 1;
   double lr = 0;
   uint64_t seed = 0, rng_seed = 0, rng_offset = 0;
 };
@@ -246,6 +249,7 @@ ResumePoint read_resume_point(const io::Metadata& meta, const std::string& file)
   if (m.has("base_lr")) p.base_lr = m.real("base_lr");
   p.batch_size = m.integer("batch_size", 1);
   p.schedule_step = m.integer("schedule_step", 0);
+  p.accumulate = m.has("accumulate") ? m.integer("accumulate", 1) : 1;
   p.lr = m.real("lr");
   p.seed = m.unsigned_integer("seed");
   p.rng_seed = m.unsigned_integer("rng_seed");
@@ -569,7 +573,9 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   std::unique_ptr<optim::Optimizer> opt =
       make_optimizer(r.optimizer, model->parameters(), r.lr, r.momentum, r.weight_decay);
   detail::EpochRunner::Settings es;
-  es.cuda_graph = result.device.is_cuda() && o.cuda_graph;
+  // (A graph captures a whole step: accumulated micro-batches run eagerly.)
+  es.cuda_graph = result.device.is_cuda() && o.cuda_graph && o.accumulate == 1;
+  es.accumulate = o.accumulate;
   es.data_on_device = o.data_on_device;
   es.log_interval = o.log_interval;
   es.run_lr = r.lr;
@@ -581,7 +587,7 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   detail::EpochRunner runner(*model, spec, *opt, train_set, lo, es);
   int64_t batches_per_epoch = runner.num_batches();
   result.batches_per_epoch = batches_per_epoch;
-  std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, batches_per_epoch);
+  std::unique_ptr<optim::LRScheduler> sched = make_schedule(r, *opt, runner.steps_per_epoch());
 
   note(fmt::format(
       "model {}{} ({} parameters) on {}; data {}: {} train / {} test samples; batch "
@@ -597,6 +603,12 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                         o.cuda_graph ? "on" : "off", o.data_on_device ? ", data on the device" : "",
                         o.deterministic ? ", deterministic" : "")
           : std::string()));
+  if (o.accumulate > 1)
+    note(
+        fmt::format("gradient accumulation: one optimizer step per {} batches ({} samples), {} "
+                    "steps per epoch{}",
+                    o.accumulate, o.accumulate * r.batch_size, runner.steps_per_epoch(),
+                    result.device.is_cuda() && o.cuda_graph ? "; CUDA graph off" : ""));
   int64_t first_epoch = 1, step = 0;
   RunPoint start;  // where the first epoch of this run starts (batch, partial sums)
   LastGood last;   // what o.save holds, for the advice when the run diverges
@@ -611,6 +623,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     FREIGHT_CHECK(rp.schedule == r.schedule,
                   fmt::format("--resume {}: saved with --schedule {}, now {}", o.resume,
                               rp.schedule, r.schedule));
+    FREIGHT_CHECK(rp.accumulate == r.accumulate,
+                  fmt::format("--resume {}: saved with --accumulate {}, now {} (the optimizer "
+                              "steps and the schedule would differ)",
+                              o.resume, rp.accumulate, r.accumulate));
     // The learning rate (and its schedule's position) continue from the checkpoint.
     if (o.lr && *o.lr != rp.base_lr)
       note(fmt::format(
@@ -654,9 +670,9 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     std::string settings = fmt::format(
         "model {}, data {} ({} train, {} test samples), --batch-size {}, --epochs {}, --seed {}, "
         "--optimizer {}, --lr {:g}, --momentum {:g}, --weight-decay {:g}, --schedule {}, "
-        "--resume '{}' at step {}",
+        "--resume '{}' at step {}, --accumulate {}",
         spec.name, r.data, train_set.size(), test_set.size(), r.batch_size, r.epochs, o.seed,
-        r.optimizer, r.lr, r.momentum, r.weight_decay, r.schedule, o.resume, step);
+        r.optimizer, r.lr, r.momentum, r.weight_decay, r.schedule, o.resume, step, o.accumulate);
     dist::check_same_model(model->state_dict(), settings);
     dist::broadcast_from_rank0(model->state_dict(), "the broadcast of rank 0's weights at start");
     Generator& g = default_generator();

@@ -22,20 +22,17 @@ void TrainStep::reset_sums(double loss_sum, double correct) {
     sums_.copy_(Tensor::from_vector(std::vector<double>{loss_sum, correct}, {2}));
 }
 
-TrainStep::Outputs TrainStep::operator()(const Tensor& x, const Tensor& y, double weight) {
-  ++steps_;
-  if (reducer_)
-    reducer_->prepare();  // the gradients become views into the buckets, zeroed
-  else
-    opt_.zero_grad();
+TrainStep::Outputs TrainStep::operator()(const Tensor& x, const Tensor& y, double weight,
+                                         bool first, bool last) {
+  if (first) begin_group(last);
+  if (reducer_ && last && !first) reducer_->release();
   Tensor out = model_(x);
   Tensor loss = model_loss(spec_, out, y);
   if (weight == 1.0)
     loss.backward();
   else
     loss.backward(Tensor::full(loss.shape(), weight, loss.dtype(), loss.device()));
-  if (reducer_) reducer_->finish(steps_);
-  opt_.step();
+  if (last) end_group();
   NoGradGuard no_grad;
   Outputs o{out.detach(), loss.detach()};
   Tensor rows = o.output.reshape({-1, o.output.size(-1)}).contiguous();
@@ -44,12 +41,26 @@ TrainStep::Outputs TrainStep::operator()(const Tensor& x, const Tensor& y, doubl
   return o;
 }
 
-void TrainStep::idle_step() {
-  FREIGHT_CHECK(reducer_, "TrainStep::idle_step: only a data-parallel step runs without rows");
+void TrainStep::begin_group(bool last) {
+  if (reducer_) {
+    reducer_->prepare();  // the gradients become views into the buckets, zeroed
+    if (!last) reducer_->hold();
+  } else {
+    opt_.zero_grad();
+  }
+}
+
+void TrainStep::end_group() {
   ++steps_;
-  reducer_->prepare();
-  reducer_->finish(steps_);
+  if (reducer_) reducer_->finish(steps_);
   opt_.step();
+}
+
+void TrainStep::idle_step(bool first, bool last) {
+  FREIGHT_CHECK(reducer_, "TrainStep::idle_step: only a data-parallel step runs without rows");
+  if (first) begin_group(last);
+  if (last && !first) reducer_->release();
+  if (last) end_group();
 }
 
 }  // namespace freight::detail

@@ -33,11 +33,16 @@ class TrainStep {
   };
   // One step on the batch (x, y), both on the device. `weight` scales the loss's gradient (this
   // rank's share of a global batch; 1 in one process, which then runs exactly as without it).
-  Outputs operator()(const Tensor& x, const Tensor& y, double weight = 1.0);
-  // A data-parallel step on a rank without a row of this batch (a last batch shorter than the
-  // number of ranks): no forward, zeros into the gradient sums (which every rank must join), the
-  // same optimizer step as the other ranks.
-  void idle_step();
+  //
+  // Gradient accumulation (--accumulate K): one optimizer step over K micro-batches. The first
+  // micro-batch of a group zeroes the gradients (`first`), each adds its weighted gradient (its
+  // rows over the group's rows), and the last (`last`) sums them over the ranks and steps.
+  Outputs operator()(const Tensor& x, const Tensor& y, double weight = 1.0, bool first = true,
+                     bool last = true);
+  // A data-parallel micro-batch on a rank without a row of it (a last batch shorter than the
+  // number of ranks): no forward; as the group's last, zeros into the gradient sums (which every
+  // rank must join) and the same optimizer step as the other ranks.
+  void idle_step(bool first = true, bool last = true);
 
   // float64 [2] on the device: Σ loss · targets, Σ correct predictions, over the steps since the
   // last reset (or from the given sums, for an epoch resumed in its middle).
@@ -46,6 +51,9 @@ class TrainStep {
   Device device() const { return device_; }
 
  private:
+  void begin_group(bool last);
+  void end_group();
+
   nn::Module& model_;
   const nn::ModelSpec& spec_;
   optim::Optimizer& opt_;

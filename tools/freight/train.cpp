@@ -190,6 +190,11 @@ void add_train(CLI::App& app) {
                   "runs (0: all of them after backward)")
       ->capture_default_str()
       ->check(in_range(limits::bucket_mb));
+  cmd->add_option("--accumulate", opt->accumulate,
+                  "Gradient accumulation: one optimizer step per K batches (as one batch of K x "
+                  "--batch-size samples, in the memory of one)")
+      ->capture_default_str()
+      ->check(in_range(limits::accumulate));
   cmd->add_option("--dist-timeout", opt->dist_timeout,
                   "Data parallel: seconds a rank waits for the others before the job is ended "
                   "(default: FREIGHT_DIST_TIMEOUT or 600)")

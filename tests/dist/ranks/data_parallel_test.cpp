@@ -82,6 +82,23 @@ TEST(DataParallel, EqualWeightsToOneProcessOnTheGlobalBatch) {
   }
 }
 
+// Accumulation on the job: micro-batches of 32 in groups of 2 over the ranks equal one process
+// on batches of 64 (the hooks hold the sums until each group's last backward).
+TEST(DataParallel, AccumulatedMicroBatchesEqualOneProcessOnTheirSamples) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  TrainOptions o = base_options("lenet5", 300, 64);
+  o.distributed = false;
+  TrainResult one = train(o);
+  o.distributed = true;
+  o.batch_size = 32;
+  o.accumulate = 2;
+  o.bucket_mb = 0;
+  TrainResult job = train(o);
+  auto want = one.model->state_dict(), got = job.model->state_dict();
+  EXPECT_LE(test::max_abs_difference(got, want), 1e-5 * std::max(1.0, test::max_abs_value(want)));
+  EXPECT_EQ(job.epochs.at(0).step, one.epochs.at(0).step);
+}
+
 // A checkpoint does not depend on the number of ranks: 1 epoch on the job then 1 more in one
 // process, and 1 epoch in one process then 1 more on the job, both reach the 2-epoch run's
 // weights.
