@@ -29,6 +29,46 @@ struct PlanOptions {
   // Add a reference GPU with datasheet figures (not measured) when no GPU is present, so the
   // plan can say what a GPU would change.
   bool reference_gpu = true;
+  // Data parallelism. `ranks` > 1: the CPU trained by that many ranks on this host, its gradient
+  // sums timed on the link measured by `freight devices --measure --nproc N` (an error when none
+  // was). `nodes` x `gpus_per_node` > 1: a scaling table from 1 GPU up to that many (the GPU
+  // present, else the datasheet H100), the sums on datasheet links (NVLink within a node,
+  // InfiniBand NDR between nodes).
+  int ranks = 1;
+  int nodes = 0, gpus_per_node = 0;
+};
+
+// The link the ranks of a data-parallel job sum their gradients over, as a time model of an
+// in-place all-reduce of `bytes` over p ranks. Measured: the times of `freight devices --measure
+// --nproc N` at their sizes (interpolated on a log scale), exact for p = ranks; at another p, or
+// for a datasheet link, the ring: 2(p - 1) latency_s + 2(p - 1)/p x bytes / bus_bandwidth.
+struct LinkPeaks {
+  std::string kind;  // "mpi, 1 host", "NVLink (datasheet)", "InfiniBand NDR (datasheet)"
+  bool measured = false;
+  std::string measured_at;
+  int ranks = 0;                                 // measured with
+  std::vector<std::pair<double, double>> times;  // (bytes, seconds), ascending bytes
+  double latency_s = 0;                          // per ring step
+  double bus_bandwidth = 0;                      // bytes/s through each rank's link
+  double all_reduce_seconds(double bytes, int p) const;
+};
+// The link of `size` ranks on `hosts` hosts from measured (bytes, seconds) pairs.
+LinkPeaks link_from_measurement(const std::vector<std::pair<double, double>>& times, int size,
+                                int hosts);
+// The peaks cache (peaks_cache_path()) keeps the last measured link per kind.
+void save_link(const LinkPeaks& link, const std::string& path);
+bool load_link(const std::string& kind, const std::string& path, LinkPeaks& out);
+LinkPeaks nvlink_h100();     // intra-node, datasheet
+LinkPeaks infiniband_ndr();  // inter-node, datasheet, per GPU
+
+// One row of the GPU scaling table (PlanOptions::nodes).
+struct ScalePoint {
+  int gpus = 1, nodes = 1;
+  double compute_s = 0;       // a rank's step without the sums
+  double comm_s = 0;          // the all-reduce of the gradient
+  double exposed_comm_s = 0;  // what backward does not hide
+  double step_s = 0, epoch_s = 0;
+  double speedup = 1, efficiency = 1;
 };
 
 struct DevicePlan {
@@ -36,6 +76,8 @@ struct DevicePlan {
   DevicePeaks peaks;
   bool measured = true;  // false for the datasheet reference
   int gpus = 1;          // > 1: a data-parallel projection over that many GPUs
+  int ranks = 1;         // > 1: the CPU data-parallel over that many ranks of this host
+  double comm_s = 0;     // data parallel: the all-reduce of the gradient per step
   // Per step, the terms of the model summed over layers (each layer contributes its larger
   // roofline term to compute or memory), plus overheads and the batch transfer.
   double compute_s = 0, memory_s = 0, overhead_s = 0, transfer_s = 0, sync_s = 0;
@@ -55,9 +97,13 @@ struct PlanResult {
   int64_t params = 0;
   double flops_per_step = 0, bytes_per_step = 0, ops_per_step = 0;
   std::vector<DevicePlan> devices;
-  double contention = 1;       // host_contention() when planned: > 1 when the host is busy now
-  std::string recommendation;  // "cpu", "gpu" or "gpus"
-  std::string reason;          // in plain words
+  double contention = 1;  // host_contention() when planned: > 1 when the host is busy now
+  // PlanOptions::nodes: p = 1, 2, 4, ... up to nodes x gpus_per_node, on `scaling_device`.
+  std::vector<ScalePoint> scaling;
+  std::string scaling_device;
+  int comm_dominates_from = 0;  // the first p whose exposed sums outlast its compute (0: none)
+  std::string recommendation;   // "cpu", "gpu" or "gpus"
+  std::string reason;           // in plain words
 };
 
 // Plans the model on every device present (the CPU, each GPU, and a data-parallel projection

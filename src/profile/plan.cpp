@@ -198,6 +198,46 @@ DevicePlan plan_device(const PlanResult& shape, const std::vector<LayerCost>& la
   return d;
 }
 
+namespace {
+// Data parallel on GPUs, p = 1, 2, 4, ... up to nodes x gpus_per_node at the same global batch:
+// each rank computes 1/p of the batch (its per-op costs stay whole), and the gradient's ring
+// all-reduce runs on NVLink within a node, over InfiniBand once the ranks span nodes. NCCL sums
+// on a stream of its own while backward runs, so backward (about 2/3 of the compute) hides as
+// much of the sum as it lasts.
+void plan_scaling(PlanResult& r, const PlanOptions& o) {
+  const DevicePlan* base = nullptr;
+  for (const DevicePlan& d : r.devices)
+    if (d.peaks.device.is_cuda() && d.gpus == 1 && (!base || d.measured > base->measured))
+      base = &d;
+  FREIGHT_CHECK(base, "--nodes: no GPU to project (neither present nor the datasheet reference)");
+  r.scaling_device = base->label;
+  const int total = o.nodes * o.gpus_per_node;
+  const double bytes = kF32 * double(r.params);
+  std::vector<int> ps;
+  for (int p = 1; p < total; p *= 2) ps.push_back(p);
+  ps.push_back(total);
+  double step1 = 0;
+  for (int p : ps) {
+    ScalePoint s;
+    s.gpus = p;
+    s.nodes = (p + o.gpus_per_node - 1) / o.gpus_per_node;
+    const double work = (base->compute_s + base->memory_s + base->transfer_s) / p;
+    s.compute_s = work + base->overhead_s + base->sync_s;
+    LinkPeaks link = s.nodes > 1 ? infiniband_ndr() : nvlink_h100();
+    s.comm_s = link.all_reduce_seconds(bytes, p);
+    const double backward = work * 2.0 / 3.0;
+    s.exposed_comm_s = std::max(0.0, s.comm_s - backward);
+    s.step_s = s.compute_s + s.exposed_comm_s;
+    s.epoch_s = s.step_s * double(r.steps_per_epoch);
+    if (p == 1) step1 = s.step_s;
+    s.speedup = step1 / s.step_s;
+    s.efficiency = s.speedup / p;
+    if (!r.comm_dominates_from && s.exposed_comm_s > s.compute_s) r.comm_dominates_from = p;
+    r.scaling.push_back(s);
+  }
+}
+}  // namespace
+
 PlanResult plan(const PlanOptions& o) {
   FREIGHT_CHECK(o.samples > 0, fmt::format("--samples must be positive (got {})", o.samples));
   FREIGHT_CHECK(o.epochs > 0, fmt::format("--epochs must be positive (got {})", o.epochs));
@@ -260,6 +300,27 @@ PlanResult plan(const PlanOptions& o) {
     ref.available_bytes = 80.0 * double(1ull << 30);
     r.devices.push_back(ref);
   }
+  if (o.ranks > 1) {
+    // The CPU's ranks share this host's cores: together they compute what one process does,
+    // and each step adds the gradient's sum over the ranks (no overlap on a CPU: MPI moves the
+    // sum only inside its calls).
+    LinkPeaks link;
+    FREIGHT_CHECK(load_link("mpi, 1 host", peaks_cache_path(), link),
+                  fmt::format("--ranks {}: no measured link between ranks; run `freight devices "
+                              "--measure --nproc {}` first",
+                              o.ranks, o.ranks));
+    DevicePlan d = cpu;
+    d.ranks = o.ranks;
+    d.label = fmt::format("{} x cpu ranks", o.ranks);
+    d.comm_s = link.all_reduce_seconds(kF32 * double(r.params), o.ranks);
+    d.transfer_s += d.comm_s;
+    d.step_s += d.comm_s;
+    d.epoch_s = d.step_s * double(r.steps_per_epoch);
+    d.total_s = d.epoch_s * double(r.epochs);
+    if (d.comm_s > std::max({d.compute_s, d.memory_s, d.overhead_s})) d.dominant = "transfer";
+    r.devices.push_back(d);
+  }
+  if (o.nodes > 0 && o.gpus_per_node > 0) plan_scaling(r, o);
   for (DevicePlan& d : r.devices)
     d.fits = d.available_bytes <= 0 || d.total_bytes <= d.available_bytes;
 

@@ -201,5 +201,32 @@ TEST_F(PlanVsMeasured, CpuEpochWithinOneAndAHalfTimes) {
   }
 }
 
+// freight plan --nodes: the ring all-reduce on NVLink within a node, InfiniBand between nodes.
+TEST_F(PlanVsMeasured, DataParallelScalingAcrossNodes) {
+  PlanOptions o;
+  o.model = "resnet56-cifar";
+  o.batch_size = 256;
+  o.nodes = 4;
+  o.gpus_per_node = 8;
+  PlanResult r = plan(o);
+  ASSERT_EQ(r.scaling.size(), 6u);  // 1 2 4 8 16 32
+  EXPECT_EQ(r.scaling.front().gpus, 1);
+  EXPECT_EQ(r.scaling.back().gpus, 32);
+  EXPECT_EQ(r.scaling.back().nodes, 4);
+  EXPECT_EQ(r.scaling[3].nodes, 1);  // 8 GPUs: one node, NVLink
+  const double grad = 4.0 * double(r.params);
+  EXPECT_DOUBLE_EQ(r.scaling[3].comm_s, nvlink_h100().all_reduce_seconds(grad, 8));
+  EXPECT_DOUBLE_EQ(r.scaling[4].comm_s, infiniband_ndr().all_reduce_seconds(grad, 16));
+  for (const ScalePoint& s : r.scaling) {
+    EXPECT_LE(s.exposed_comm_s, s.comm_s);
+    EXPECT_DOUBLE_EQ(s.step_s, s.compute_s + s.exposed_comm_s);
+  }
+  // A small model at a small global batch: the sums soon outlast the compute.
+  o.model = "mlp";
+  o.batch_size = 64;
+  PlanResult small = plan(o);
+  EXPECT_GT(small.comm_dominates_from, 1);
+}
+
 }  // namespace
 }  // namespace freight

@@ -2,12 +2,15 @@
 // measured peaks: GEMM rate, memory bandwidth, host<->device bandwidth, per-op latency.
 #include <fmt/format.h>
 
+#include <ctime>
+
 #include "commands.h"
 #include "flags.h"
 #include "format.h"
 #include "freight/device.h"
 #include "freight/dist.h"
 #include "freight/peaks.h"
+#include "freight/plan.h"
 #include "freight/runtime.h"
 #include "launch.h"
 
@@ -82,6 +85,13 @@ void print_peaks(const DevicePeaks& p) {
         line);
   }
 }
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
 std::string micro_seconds(double s) {
   return s < 1e-3 ? fmt::format("{:.1f} µs", s * 1e6) : fmt::format("{:.2f} ms", s * 1e3);
 }
@@ -138,6 +148,16 @@ void add_devices(CLI::App& app) {
       if (o->measure) link = dist::measure_all_reduce(all_reduce_sizes());
       if (world.rank != 0) return;
       print_link(world, link, o->measure);
+      if (!link.empty()) {
+        std::vector<std::pair<double, double>> times;
+        for (const dist::AllReduceTiming& t : link) times.emplace_back(double(t.bytes), t.seconds);
+        LinkPeaks l =
+            link_from_measurement(times, world.size, world.local_size == world.size ? 1 : 2);
+        l.measured_at = now_utc();
+        save_link(l, peaks_cache_path());
+        fmt::print("         saved for freight plan --ranks {} ({})\n", world.size,
+                   peaks_cache_path());
+      }
       // A rank's share of the cores would be measured (and cached) as the device's peaks.
       if (o->measure || o->peaks)
         fmt::print(

@@ -49,6 +49,15 @@ void add_plan(CLI::App& app) {
       ->check(one_of(limits::optimizers));
   cmd->add_flag("!--no-reference", o->p.reference_gpu,
                 "Without a GPU, do not add the datasheet H100 for comparison");
+  cmd->add_option("--ranks", o->p.ranks,
+                  "Add the CPU trained by N data-parallel ranks on this host (needs `freight "
+                  "devices --measure --nproc N`)")
+      ->check(in_range(limits::nproc));
+  cmd->add_option("--nodes", o->p.nodes,
+                  "Project data-parallel training on this many GPU nodes (with --gpus-per-node)")
+      ->check(in_range(limits::nproc));
+  cmd->add_option("--gpus-per-node", o->p.gpus_per_node, "GPUs per node (with --nodes)")
+      ->check(in_range(IntRange{1, 64}));
   cmd->add_option("--json", o->json, "Also write the plan as JSON to this file");
   cmd->callback([o] {
     PlanResult r = plan(o->p);
@@ -96,6 +105,32 @@ void add_plan(CLI::App& app) {
           "note: the host is busy now (work runs {:.1f}x slower than on a quiet machine); "
           "the times above are for a quiet one, expect about {:.1f}x longer at this load\n",
           r.contention, r.contention);
+    for (const DevicePlan& d : r.devices)
+      if (d.ranks > 1)
+        fmt::print(
+            "{}: each step adds the gradient's sum over the ranks, {} ({} of gradient, the "
+            "link measured by freight devices --measure --nproc)\n",
+            d.label, seconds(d.comm_s), format_bytes(d.grads_bytes));
+    if (!r.scaling.empty()) {
+      fmt::print(
+          "\ndata parallel on {} at a global batch of {} (NVLink within a node, "
+          "InfiniBand NDR between nodes: datasheet links; backward hides the sums as "
+          "long as it lasts):\n",
+          r.scaling_device, r.batch_size);
+      fmt::print("{:>6} {:>6}  {:>10} {:>10} {:>10} {:>10} {:>10}  {:>8} {:>10}\n", "GPUs", "nodes",
+                 "compute", "all-reduce", "exposed", "step", "epoch", "speedup", "efficiency");
+      for (const ScalePoint& s : r.scaling)
+        fmt::print("{:>6} {:>6}  {:>10} {:>10} {:>10} {:>10} {:>10}  {:>7.1f}x {:>9.0f}%\n", s.gpus,
+                   s.nodes, seconds(s.compute_s), seconds(s.comm_s), seconds(s.exposed_comm_s),
+                   seconds(s.step_s), seconds(s.epoch_s), s.speedup, 100 * s.efficiency);
+      if (r.comm_dominates_from)
+        fmt::print(
+            "communication dominates from {} GPUs: the sums outlast the compute that "
+            "could hide them\n",
+            r.comm_dominates_from);
+      else
+        fmt::print("communication stays below compute up to {} GPUs\n", r.scaling.back().gpus);
+    }
     fmt::print("\nrecommendation: {}: {}\n",
                r.recommendation == "cpu"   ? "the CPU"
                : r.recommendation == "gpu" ? "one GPU"
@@ -114,6 +149,8 @@ void add_plan(CLI::App& app) {
                            {"memory_s", d.memory_s},
                            {"overhead_s", d.overhead_s},
                            {"transfer_s", d.transfer_s},
+                           {"ranks", d.ranks},
+                           {"comm_s", d.comm_s},
                            {"bound", d.dominant},
                            {"memory_bytes", d.total_bytes},
                            {"fits", d.fits}});
@@ -125,6 +162,19 @@ void add_plan(CLI::App& app) {
                        {"flops_per_step", r.flops_per_step},
                        {"bytes_per_step", r.bytes_per_step},
                        {"devices", devices},
+                       {"scaling",
+                        [&] {
+                          nlohmann::json a = nlohmann::json::array();
+                          for (const ScalePoint& s : r.scaling)
+                            a.push_back({{"gpus", s.gpus},
+                                         {"nodes", s.nodes},
+                                         {"compute_s", s.compute_s},
+                                         {"comm_s", s.comm_s},
+                                         {"exposed_comm_s", s.exposed_comm_s},
+                                         {"step_s", s.step_s},
+                                         {"efficiency", s.efficiency}});
+                          return a;
+                        }()},
                        {"recommendation", r.recommendation},
                        {"reason", r.reason}};
       std::ofstream f(o->json);
