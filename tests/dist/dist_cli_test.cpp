@@ -139,6 +139,13 @@ TEST_F(DistCli, GlobalBatchBelowTheRanksIsRefused) {
   EXPECT_TRUE(has(r.output, "--batch-size 2 is the global batch, split over 3 ranks")) << r.output;
 }
 
+TEST_F(DistCli, OtherCommandsUnderMpirunAreRefused) {
+  test::ShellRun r = shell(mpirun(2) + " summary --model mlp");
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(has(r.output, "`freight summary` runs in one process: run it without mpirun"))
+      << r.output;
+}
+
 // Rank 1 cannot read its data: the job ends at once, with rank 1's message.
 TEST_F(DistCli, AnErrorOnOneRankEndsTheJobWithItsMessage) {
   std::string common = " train --model mlp --epochs 1 --no-save --limit-train 256 --limit-test 64";

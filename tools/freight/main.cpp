@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "commands.h"
 #include "freight/dist.h"
@@ -27,6 +29,22 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
   app.require_subcommand(1);
   freight::cli::set_program_args(argc, argv);
+  // Under mpirun with several ranks only `train` (and `devices --measure`, which times the link)
+  // work together; any other command would run N times, each printing the same report.
+  if (argc > 1 && freight::dist::launched_by_mpi()) {
+    const std::string sub = argv[1];
+    const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (n && std::atoi(n) > 1 && sub != "train" && sub != "devices" && sub[0] != '-') {
+      if (std::getenv("OMPI_COMM_WORLD_RANK") &&
+          std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) == 0)
+        fmt::print(stderr,
+                   "freight: error: `freight {}` runs in one process: run it without mpirun "
+                   "(under mpirun, `freight train` trains data-parallel and `freight devices "
+                   "--measure` times the link between the ranks)\n",
+                   sub);
+      return 1;
+    }
+  }
   freight::cli::add_train(app);
   freight::cli::add_eval(app);
   freight::cli::add_summary(app);
