@@ -76,7 +76,6 @@ void Reducer::prepare() {
   for (Bucket& b : buckets_) {
     b.flat.zero_();
     b.pending = b.params.size();
-    b.started = false;
   }
   for (size_t k = 0; k < params_.size(); ++k) params_[k].set_grad(views_[k]);
   next_ = 0;
@@ -108,7 +107,6 @@ void Reducer::start_ready_in_order() {
   while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
     Bucket& b = buckets_[next_++];
     sums_.start(b.flat.data_ptr(), b.flat.numel(), b.flat.dtype());
-    b.started = true;
     ++early_;
   }
 }
@@ -118,7 +116,6 @@ void Reducer::finish(int64_t step) {
   while (next_ < buckets_.size()) {
     Bucket& b = buckets_[next_++];
     sums_.start(b.flat.data_ptr(), b.flat.numel(), b.flat.dtype());
-    b.started = true;
   }
   sums_.finish(fmt::format("the sum of the gradients over the ranks (step {}, {} bucket{})", step,
                            buckets_.size(), buckets_.size() == 1 ? "" : "s"));

@@ -57,7 +57,6 @@ class Reducer {
     std::vector<size_t> params;  // indices into params_
     std::vector<int64_t> offsets;
     size_t pending = 0;  // gradients not yet accumulated this step
-    bool started = false;
   };
   void ready(size_t param);
   void start_ready_in_order();

@@ -26,7 +26,6 @@ EpochRunner::EpochRunner(nn::Module& model, const nn::ModelSpec& spec, optim::Op
       device_(loader_options.device),
       settings_(settings),
       batch_size_(loader_options.batch_size),
-      shard_(loader_options.shard),
       shards_(loader_options.shards),
       samples_(train_set.size()),
       step_(model, spec, opt, loader_options.device, settings.reducer) {

@@ -86,7 +86,7 @@ class EpochRunner {
   Device device_;
   Settings settings_;
   int64_t batch_size_;
-  int shard_ = 0, shards_ = 1;
+  int shards_ = 1;
   int64_t samples_ = 0;  // of the whole dataset (every rank's)
   std::unique_ptr<data::Loader> loader_;
   std::unique_ptr<data::DeviceData> device_data_;
