@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -105,5 +106,14 @@ struct LstmResult {
 // h0, c0 [B, H] may be undefined (zeros).
 LstmResult lstm_layer(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
                       const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh);
+
+// ---- communication ----
+// Sums a contiguous tensor in place over the processes of a data-parallel job (freight/dist.h
+// makes one; in one process it is the identity).
+using SumOverRanks = std::function<void(Tensor&)>;
+// Σ over the ranks of x, differentiable: the gradient is the sum over the ranks of the output
+// gradients. Every rank must call it at the same point of the same graph (BatchNorm's statistics
+// under --sync-bn).
+Tensor all_reduce_sum(const Tensor& x, const SumOverRanks& sum_over_ranks);
 
 }  // namespace freight

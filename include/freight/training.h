@@ -57,7 +57,10 @@ struct TrainOptions {
   // Gradient accumulation: one optimizer step per `accumulate` batches, equal (up to rounding) to
   // one step on a batch of accumulate × batch_size samples; on a GPU it turns CUDA graphs off.
   int64_t accumulate = 1;
-  int64_t bucket_mb = 25;   // gradient bucket size in MiB (0: one bucket, after backward)
+  int64_t bucket_mb = 25;  // gradient bucket size in MiB (0: one bucket, after backward)
+  // BatchNorm in training normalises with the statistics of the whole global batch, summed over
+  // the ranks (PyTorch's SyncBatchNorm); without it each rank uses its own shard's.
+  bool sync_bn = false;
   double dist_timeout = 0;  // seconds a collective waits for the other ranks (0: the default)
 };
 

@@ -110,6 +110,12 @@ void all_reduce_max(std::vector<double>& values, const std::string& what) {
 #endif
 }
 
+void all_reduce_sum(void* data, int64_t count, DType dtype, const std::string& what) {
+  AsyncSums sums;
+  sums.start(data, count, dtype);
+  sums.finish(what);
+}
+
 std::vector<std::string> all_gather_text(const std::string& mine, const std::string& what) {
   if (alone()) return {mine};
   std::vector<std::string> out;

@@ -20,6 +20,8 @@ void broadcast_bytes(void* data, size_t bytes, int root, const std::string& what
 // Sums (or maxima) of each element over the ranks, in place.
 void all_reduce_sum(std::vector<double>& values, const std::string& what);
 void all_reduce_max(std::vector<double>& values, const std::string& what);
+// In-place sum over the ranks of `count` elements of `dtype` in a host buffer, waited for.
+void all_reduce_sum(void* data, int64_t count, DType dtype, const std::string& what);
 // Every rank's text, in rank order.
 std::vector<std::string> all_gather_text(const std::string& mine, const std::string& what);
 // Returns once every rank has called it.

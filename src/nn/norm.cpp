@@ -1,6 +1,7 @@
 // BatchNorm1d / BatchNorm2d.
 #include <fmt/format.h>
 
+#include "freight/autograd.h"
 #include "freight/error.h"
 #include "freight/nn/layers.h"
 #include "freight/ops.h"
@@ -74,6 +75,7 @@ Tensor BatchNorm::forward_relu(const Tensor& x) {
 
 Tensor BatchNorm::run(const Tensor& x, bool relu) {
   check_input(x.shape());
+  if (is_training() && sum_over_ranks_) return run_synced(x, relu);
   Tensor y = relu ? batch_norm_relu(x, weight_, bias_, running_mean_, running_var_, is_training(),
                                     momentum_, eps_)
                   : batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(),
@@ -81,6 +83,50 @@ Tensor BatchNorm::run(const Tensor& x, bool relu) {
   // Counted by a kernel where the model runs: a training step captured into a CUDA graph counts
   // at every replay.
   if (is_training()) kernels::count_up(num_batches_.device().type, num_batches_, 1);
+  return y;
+}
+
+// Training with the statistics of the whole global batch (--sync-bn), from differentiable ops:
+//   M = Σ_r m_r,  μ = Σ_r Σ x / M,  σ² = Σ_r Σ (x − μ)² / M   (two passes, as one process),
+//   y = (x − μ)/√(σ² + eps) · γ + β.
+// The two sums over the ranks are all_reduce_sum ops, so backward sums the gradients of μ and σ²
+// over the ranks too: each rank's input gradient then includes the other ranks' terms, the
+// gradient of one process over the global batch. γ and β get this rank's share only (the
+// data-parallel reducer sums them with the other parameters). Every rank must run the layer with
+// at least one row (training refuses batches that would leave a rank none).
+Tensor BatchNorm::run_synced(const Tensor& x, bool relu) {
+  const int64_t n = x.size(0), c = channels_;
+  const int64_t local = c > 0 ? x.numel() / c : 0;  // values per channel on this rank
+  FREIGHT_CHECK(n > 0, fmt::format("{} with synchronised statistics: this rank has no rows "
+                                   "(input {}); every rank must have some",
+                                   describe(), shape_str(x.shape())));
+  Tensor count = Tensor::full({1}, double(local), DType::F64);
+  sum_over_ranks_(count);
+  const double m = count.item();
+  FREIGHT_CHECK(m > 1, fmt::format("{}: training needs more than one value per channel over the "
+                                   "ranks, got {}",
+                                   describe(), m));
+  Shape per_channel(x.dim(), 1);
+  per_channel[1] = c;
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+
+  Tensor mu = scale(all_reduce_sum(sum(x, dims, true), sum_over_ranks_), 1.0 / m);
+  Tensor centred = sub(x, mu);
+  Tensor var = scale(all_reduce_sum(sum(square(centred), dims, true), sum_over_ranks_), 1.0 / m);
+  Tensor invstd =
+      div(Tensor::ones(per_channel, x.dtype(), x.device()), sqrt(add_scalar(var, eps_)));
+  Tensor y = add(mul(mul(centred, invstd), weight_.view(per_channel)), bias_.view(per_channel));
+  if (relu) y = freight::relu(y);
+  {
+    // running ← (1 − momentum)·running + momentum·batch, with the unbiased variance σ²·M/(M − 1).
+    NoGradGuard no_grad;
+    Tensor mean_c = mu.detach().reshape({c}), var_c = var.detach().reshape({c});
+    running_mean_.copy_(add(scale(running_mean_, 1 - momentum_), scale(mean_c, momentum_)));
+    running_var_.copy_(
+        add(scale(running_var_, 1 - momentum_), scale(var_c, momentum_ * m / (m - 1))));
+  }
+  kernels::count_up(num_batches_.device().type, num_batches_, 1);
   return y;
 }
 

@@ -24,6 +24,7 @@
 #include "freight/dist.h"
 #include "freight/error.h"
 #include "freight/io/safetensors.h"
+#include "freight/nn/layers.h"
 #include "freight/ops.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
@@ -430,6 +431,38 @@ int64_t count_correct(const Tensor& output, const Tensor& labels) {
 }
 
 namespace {
+// --sync-bn: every BatchNorm of the model normalises with the statistics of the global batch,
+// summed over the ranks. Each rank must then run every step's forward (the sums sit inside it),
+// so no batch may leave a rank without rows.
+void sync_batch_norm(nn::Module& model, bool dp, int64_t samples, int64_t batch_size,
+                     const std::function<void(const std::string&)>& note) {
+  int layers = 0;
+  for (const auto& named : model.named_modules())
+    if (dynamic_cast<nn::BatchNorm*>(named.second.get())) ++layers;
+  if (!dp || layers == 0) {
+    note(fmt::format("--sync-bn: nothing to synchronise ({})",
+                     dp ? "the model has no BatchNorm" : "one process sees the whole batch"));
+    return;
+  }
+  const int ranks = dist::world().size;
+  const int64_t last = samples % batch_size;
+  FREIGHT_CHECK(last == 0 || last >= ranks,
+                fmt::format("--sync-bn: the last batch of each epoch has {} sample{} ({} % "
+                            "--batch-size {}), fewer than the {} ranks, and every rank needs "
+                            "rows to join the statistics; change --batch-size or --limit-train",
+                            last, last == 1 ? "" : "s", samples, batch_size, ranks));
+  SumOverRanks sum = [](Tensor& t) {
+    FREIGHT_CHECK(t.device().is_cpu() && t.is_contiguous(),
+                  "--sync-bn: the statistics must be contiguous host tensors");
+    dist::all_reduce_sum(t.data_ptr(), t.numel(), t.dtype(),
+                         "the sum of BatchNorm's statistics over the ranks (--sync-bn)");
+  };
+  for (const auto& named : model.named_modules())
+    if (auto* bn = dynamic_cast<nn::BatchNorm*>(named.second.get())) bn->set_sum_over_ranks(sum);
+  note(fmt::format("--sync-bn: {} BatchNorm layer{} normalise{} over the global batch", layers,
+                   layers == 1 ? "" : "s", layers == 1 ? "s" : ""));
+}
+
 // The sums of an evaluation: what a data-parallel job adds over its ranks' shards of the set.
 struct EvalSums {
   double loss_sum = 0, correct = 0;
@@ -670,9 +703,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     std::string settings = fmt::format(
         "model {}, data {} ({} train, {} test samples), --batch-size {}, --epochs {}, --seed {}, "
         "--optimizer {}, --lr {:g}, --momentum {:g}, --weight-decay {:g}, --schedule {}, "
-        "--resume '{}' at step {}, --accumulate {}",
+        "--resume '{}' at step {}, --accumulate {}, --sync-bn {}",
         spec.name, r.data, train_set.size(), test_set.size(), r.batch_size, r.epochs, o.seed,
-        r.optimizer, r.lr, r.momentum, r.weight_decay, r.schedule, o.resume, step, o.accumulate);
+        r.optimizer, r.lr, r.momentum, r.weight_decay, r.schedule, o.resume, step, o.accumulate,
+        o.sync_bn);
     dist::check_same_model(model->state_dict(), settings);
     dist::broadcast_from_rank0(model->state_dict(), "the broadcast of rank 0's weights at start");
     Generator& g = default_generator();
@@ -687,6 +721,7 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                     num_threads(), num_threads() == 1 ? "" : "s", reducer->num_buckets(),
                     reducer->num_buckets() == 1 ? "" : "s", o.bucket_mb));
   }
+  if (o.sync_bn) sync_batch_norm(*model, dp, train_set.size(), r.batch_size, note);
   // Without synchronised BatchNorm each rank's running statistics follow its own shards:
   // rank 0's are the model's, given to every rank before an evaluation or a save.
   auto rank0_buffers = [&](const std::string& what) {

@@ -195,6 +195,9 @@ void add_train(CLI::App& app) {
                   "--batch-size samples, in the memory of one)")
       ->capture_default_str()
       ->check(in_range(limits::accumulate));
+  cmd->add_flag("--sync-bn", opt->sync_bn,
+                "Data parallel: BatchNorm normalises with the statistics of the whole global "
+                "batch, summed over the ranks (as one process would)");
   cmd->add_option("--dist-timeout", opt->dist_timeout,
                   "Data parallel: seconds a rank waits for the others before the job is ended "
                   "(default: FREIGHT_DIST_TIMEOUT or 600)")

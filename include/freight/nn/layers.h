@@ -6,6 +6,7 @@
 #include <string>
 
 #include "freight/nn/module.h"
+#include "freight/ops.h"
 #include "freight/unary_ops.h"
 
 namespace freight {
@@ -110,6 +111,9 @@ class BatchNorm : public Module {
   const Tensor& running_mean() const { return running_mean_; }
   const Tensor& running_var() const { return running_var_; }
   const Tensor& num_batches_tracked() const { return num_batches_; }
+  // Training then normalises with the statistics of the whole global batch, summed over the
+  // ranks of a data-parallel job by `sum` (--sync-bn; an empty function: this rank's batch).
+  void set_sum_over_ranks(SumOverRanks sum) { sum_over_ranks_ = std::move(sum); }
 
  protected:
   // Accepts inputs of rank min_rank..max_rank (BatchNorm1d: 2..3 for [N, C] and [N, C, L]).
@@ -119,9 +123,11 @@ class BatchNorm : public Module {
  private:
   void check_input(const Shape& in) const;
   Tensor run(const Tensor& x, bool relu);
+  Tensor run_synced(const Tensor& x, bool relu);
   int64_t min_rank_, max_rank_, channels_;
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_;
+  SumOverRanks sum_over_ranks_;
 };
 
 class BatchNorm1d : public BatchNorm {  // [N, C] or [N, C, L]

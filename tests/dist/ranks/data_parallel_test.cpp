@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "common/test_util.h"
 #include "dist/communicator.h"
 #include "dist/model_check.h"
@@ -97,6 +99,55 @@ TEST(DataParallel, AccumulatedMicroBatchesEqualOneProcessOnTheirSamples) {
   auto want = one.model->state_dict(), got = job.model->state_dict();
   EXPECT_LE(test::max_abs_difference(got, want), 1e-5 * std::max(1.0, test::max_abs_value(want)));
   EXPECT_EQ(job.epochs.at(0).step, one.epochs.at(0).step);
+}
+
+// --sync-bn: a net with BatchNorm2d and BatchNorm1d (and no dropout, whose draws differ between
+// ranks) reaches one process's weights and running statistics on the global batch; without it
+// the ranks' own statistics give other weights. A last batch with fewer rows than ranks is
+// refused on every rank alike.
+TEST(DataParallel, SyncBatchNormEqualsOneProcess) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const dist::WorldInfo& w = dist::world();
+  test::SharedTempDir dir("dist_sync_bn");
+  const std::string model = dir.file("bn-net.json");
+  if (w.rank == 0)
+    std::ofstream(model) << R"({
+  "name": "bn-net", "input": {"shape": [1, 28, 28]}, "classes": 10,
+  "layers": [
+    {"type": "conv2d", "out": 6, "kernel": 5, "stride": 2, "bias": false}, {"type": "batchnorm"},
+    {"type": "relu"}, {"type": "maxpool2d", "kernel": 2}, {"type": "flatten"},
+    {"type": "linear", "out": 32, "bias": false}, {"type": "batchnorm"}, {"type": "relu"},
+    {"type": "linear", "out": 10}
+  ]})";
+  dist::barrier("the model file is written");
+  TrainOptions o = base_options(model, 300, 64);  // a last batch of 44
+  o.sync_bn = true;
+  o.distributed = false;
+  TrainResult one = train(o);
+  o.distributed = true;
+  TrainResult job = train(o);
+  o.sync_bn = false;
+  TrainResult local = train(o);
+  auto want = one.model->state_dict();
+  const double tol = 1e-5 * std::max(1.0, test::max_abs_value(want));
+  EXPECT_LE(test::max_abs_difference(job.model->state_dict(), want), tol);
+  if (w.size > 1) {
+    EXPECT_GT(test::max_abs_difference(local.model->state_dict(), want), 1e-3)
+        << "the ranks' own statistics should have given other weights";
+  }
+
+  o = base_options(model, 97, 32);  // a last batch of one row
+  o.sync_bn = true;
+  if (w.size > 1) {
+    std::string error = "(none)";
+    try {
+      train(o);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("--sync-bn: the last batch of each epoch has 1 sample"), std::string::npos)
+        << error;
+  }
 }
 
 // A checkpoint does not depend on the number of ranks: 1 epoch on the job then 1 more in one
