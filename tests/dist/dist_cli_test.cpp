@@ -131,6 +131,29 @@ TEST_F(DistCli, NprocStartsMpirunItself) {
   EXPECT_TRUE(has(bad.output, "--nproc 3 under mpirun with 2 processes")) << bad.output;
 }
 
+// freight bench --nproc 1,2: one process and two ranks train the same epochs, and the table
+// gives each one's steps/s, the ratio to one process and the plan's prediction (or why not).
+TEST_F(DistCli, BenchNprocTablesStepsPerSecondPerRankCount) {
+  test::ShellRun r = shell("FREIGHT_MPIRUN=" + kMpirun + " " + kCli +
+                           " bench --models mlp --batch-sizes 64 --threads all --quick "
+                           "--no-plots --nproc 1,2 --out " +
+                           dir_.string() + " --name b");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "## Data parallel on this host's CPU (`--nproc`)")) << r.output;
+  for (int ranks : {1, 2}) {
+    std::smatch m;
+    const std::string row = R"(\| mlp \| 64 \| )" + std::to_string(ranks) +
+                            R"( \| ([0-9.]+) \| ([0-9.]+)x \| ([0-9.]+|-) \| ([0-9.]+x|-) \|)";
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex(row))) << ranks << "\n" << r.output;
+    EXPECT_GT(std::stod(m[1]), 0);
+    if (ranks == 1) EXPECT_EQ(m[2], "1.00");
+    // A prediction, or the reason there is none (no measured link between ranks).
+    if (m[3] == "-") EXPECT_TRUE(has(r.output, "plan: ")) << r.output;
+  }
+  test::ShellRun json = shell("grep -c '\"steps_per_second\"' " + file("b.json"));
+  EXPECT_EQ(json.output, "2\n");
+}
+
 TEST_F(DistCli, GlobalBatchBelowTheRanksIsRefused) {
   test::ShellRun r = shell(mpirun(3) +
                            " train --model mlp --data synthetic --limit-train 64 "

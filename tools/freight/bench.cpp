@@ -38,6 +38,7 @@
 #include "bench/report.h"
 #include "bench/subprocess.h"
 #include "bench/timing.h"
+#include "bench_ranks.h"
 #include "commands.h"
 #include "flags.h"
 #include "freight/device.h"
@@ -75,7 +76,7 @@ const char* const kOpenBlasOpenMpDirs[] = {"/usr/lib/x86_64-linux-gnu/openblas-o
 
 struct Options {
   std::string models, batch_sizes, devices = "cpu,cuda", threads, precision = "fp32";
-  std::string out = "freight-bench", name = "bench", vs;
+  std::string out = "freight-bench", name = "bench", vs, nproc;
   std::string python = "/usr/bin/python3", pytorch_script;
   bool quick = false, keep_coretype = false, no_plots = false, remeasure_peaks = false;
   std::optional<double> seconds;  // unset: 1, or 0.25 with --quick
@@ -663,6 +664,11 @@ void add_bench(CLI::App& app) {
                   "bench/pytorch/step_bench.py (default: the source tree's)");
   cmd->add_flag("--keep-openblas-coretype", o->keep_coretype,
                 "Keep OPENBLAS_CORETYPE (default: removed for Freight and PyTorch)");
+  cmd->add_option("--nproc", o->nproc,
+                  "Comma-separated rank counts (e.g. 1,2): also train each model on that many "
+                  "processes of this host (mpirun) and report steps/s against one process and "
+                  "freight plan's prediction")
+      ->check(list_in_range(limits::nproc));
   cmd->add_flag("--no-plots", o->no_plots, "Do not run gnuplot");
   cmd->add_flag("--remeasure-peaks", o->remeasure_peaks,
                 "Measure the devices' peaks now instead of using the peaks cache");
@@ -765,6 +771,15 @@ void add_bench(CLI::App& app) {
     doc["rows"] = Sweep(*o, plan, doc, notes, torch.get()).run();
     torch.reset();  // ends the workers
     set_num_threads(previous_threads);
+    if (!o->nproc.empty()) {
+      RanksBenchOptions ro;
+      for (const std::string& n : split(o->nproc))
+        ro.nproc.push_back(int(parse_positive("--nproc", n)));
+      ro.seconds = o->quick ? 0.5 : 2.0;
+      ro.log_dir = o->out;
+      ro.name = o->name;
+      doc["ranks"] = bench_ranks(plan.specs, plan.batches, ro);
+    }
     doc["finished_at"] = utc_now();
     doc["load_average"]["end"] = load_average();
 
@@ -779,6 +794,7 @@ void add_bench(CLI::App& app) {
       }());
     doc["notes"] = notes;
     std::string md = bench::markdown_report(doc);
+    if (doc.contains("ranks")) md += ranks_markdown(doc["ranks"]);
     {
       std::ofstream f(fs::path(o->out) / (o->name + ".json"));
       f << doc.dump(2) << "\n";

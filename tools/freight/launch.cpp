@@ -67,6 +67,26 @@ std::vector<std::string> mpirun_command(int nproc, const std::string& mpirun,
   return cmd;
 }
 
+std::string find_mpirun(const std::string& flag) {
+  FREIGHT_CHECK(dist::built_with_mpi(),
+                fmt::format("{}: this Freight was built without MPI; install openmpi-bin and "
+                            "libopenmpi-dev (scripts/setup) and rebuild",
+                            flag));
+  if (const char* m = std::getenv("FREIGHT_MPIRUN"); m && *m) return m;
+  if (bench::program_in_path("mpirun")) return "mpirun";
+  throw Error(
+      fmt::format("{} starts the ranks with mpirun, which is not installed: install "
+                  "openmpi-bin (or set FREIGHT_MPIRUN)",
+                  flag));
+}
+
+std::vector<std::string> mpirun_command(int nproc, const std::string& mpirun,
+                                        const std::string& program,
+                                        const std::vector<std::string>& args) {
+  int cores = int(std::thread::hardware_concurrency());
+  return mpirun_command(nproc, mpirun, program, args, cores > 0 ? cores : 1, geteuid() == 0);
+}
+
 void run_under_mpirun_if_asked(int nproc) {
   if (dist::launched_by_mpi()) {
     const dist::WorldInfo& w = dist::world();
@@ -77,23 +97,8 @@ void run_under_mpirun_if_asked(int nproc) {
     return;
   }
   if (nproc <= 1) return;
-  FREIGHT_CHECK(dist::built_with_mpi(),
-                fmt::format("--nproc {}: this Freight was built without MPI; install "
-                            "openmpi-bin and libopenmpi-dev (scripts/setup) and rebuild",
-                            nproc));
-  std::string mpirun;
-  if (const char* m = std::getenv("FREIGHT_MPIRUN"); m && *m)
-    mpirun = m;
-  else if (bench::program_in_path("mpirun"))
-    mpirun = "mpirun";
-  else
-    throw Error(
-        fmt::format("--nproc {} starts the ranks with mpirun, which is not installed: "
-                    "install openmpi-bin (or set FREIGHT_MPIRUN)",
-                    nproc));
-  int cores = int(std::thread::hardware_concurrency());
-  std::vector<std::string> cmd =
-      mpirun_command(nproc, mpirun, this_program(), g_args, cores > 0 ? cores : 1, geteuid() == 0);
+  std::string mpirun = find_mpirun(fmt::format("--nproc {}", nproc));
+  std::vector<std::string> cmd = mpirun_command(nproc, mpirun, this_program(), g_args);
   std::string shown;
   for (const std::string& a : cmd) shown += (shown.empty() ? "" : " ") + quoted(a);
   fmt::print("freight: starting {} ranks: {}\n", nproc, shown);

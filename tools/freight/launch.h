@@ -16,7 +16,14 @@ std::vector<std::string> mpirun_command(int nproc, const std::string& mpirun,
                                         const std::string& program,
                                         const std::vector<std::string>& args, int cores,
                                         bool as_root);
+// The same on this host: its cores, and --allow-run-as-root when this process runs as root.
+std::vector<std::string> mpirun_command(int nproc, const std::string& mpirun,
+                                        const std::string& program,
+                                        const std::vector<std::string>& args);
 std::string this_program();  // the path of the running executable
+// mpirun: FREIGHT_MPIRUN, else from PATH; an error naming `flag` when this Freight has no MPI or
+// mpirun is not installed.
+std::string find_mpirun(const std::string& flag);
 
 // Under mpirun: checks that --nproc (when given) is the world's size and returns. Otherwise,
 // for N > 1, prints the mpirun command and execs it (never returns); errors when mpirun cannot
