@@ -301,18 +301,49 @@ PlanResult plan(const PlanOptions& o) {
     r.devices.push_back(ref);
   }
   if (o.ranks > 1) {
-    // The CPU's ranks share this host's cores: together they compute what one process does,
-    // and each step adds the gradient's sum over the ranks (no overlap on a CPU: MPI moves the
-    // sum only inside its calls).
+    // The CPU's ranks share this host: each runs the whole model on its shard of the batch
+    // (the largest, ceil(B/N) rows) with its share of the cores, at the peaks measured with that
+    // many threads, and all of them at once draw on one memory bus (each at most 1/N of what the
+    // host's threads together reach). Each step then adds the gradient's sum over the ranks
+    // (no overlap on a CPU: MPI moves the sum only inside its calls).
     LinkPeaks link;
     FREIGHT_CHECK(load_link("mpi, 1 host", peaks_cache_path(), link),
                   fmt::format("--ranks {}: no measured link between ranks; run `freight devices "
                               "--measure --nproc {}` first",
                               o.ranks, o.ranks));
-    DevicePlan d = cpu;
+    const int64_t rank_rows = (r.batch_size + o.ranks - 1) / o.ranks;
+    Shape rxs = xs, rys = ys;
+    rxs[0] = rys[0] = rank_rows;
+    std::vector<LayerCost> rank_layers = layer_costs(*model, rxs);
+    LayerCost rank_loss = loss_cost(model->output_shape(rxs), spec.classes);
+    double rank_batch_bytes = double(shape_numel(rxs)) * double(dtype_size(spec.input_dtype)) +
+                              8.0 * double(shape_numel(rys));
+    const int host_threads = num_threads();
+    const int rank_threads = std::max(1, host_threads / o.ranks);
+    set_num_threads(rank_threads);
+    DevicePeaks rank_peaks;
+    try {
+      rank_peaks = peaks_for(Device::cpu());
+    } catch (...) {
+      set_num_threads(host_threads);
+      throw;
+    }
+    set_num_threads(host_threads);
+    rank_peaks.mem_bandwidth =
+        std::min(rank_peaks.mem_bandwidth, cpu_peaks.mem_bandwidth / double(o.ranks));
+    DevicePlan d = plan_device(r, rank_layers, rank_loss, opt, rank_batch_bytes, rank_peaks);
+    d.available_bytes = cpu.available_bytes / double(o.ranks);
     d.ranks = o.ranks;
     d.label = fmt::format("{} x cpu ranks", o.ranks);
-    d.comm_s = link.all_reduce_seconds(kF32 * double(r.params), o.ranks);
+    // The measurement sums one buffer over and over, so up to the caches' size it stays in
+    // them; a step sums the gradient that backward wrote among the activations, from memory.
+    // So no size sums faster than the largest one measured (beyond every cache) does per byte.
+    const double grad_bytes = kF32 * double(r.params);
+    d.comm_s = link.all_reduce_seconds(grad_bytes, o.ranks);
+    if (link.measured && !link.times.empty() && link.ranks == o.ranks) {
+      auto [largest, t_largest] = link.times.back();
+      d.comm_s = std::max(d.comm_s, t_largest * grad_bytes / largest);
+    }
     d.transfer_s += d.comm_s;
     d.step_s += d.comm_s;
     d.epoch_s = d.step_s * double(r.steps_per_epoch);

@@ -154,6 +154,41 @@ TEST_F(DistCli, BenchNprocTablesStepsPerSecondPerRankCount) {
   EXPECT_EQ(json.output, "2\n");
 }
 
+// freight plan --ranks 2 predicts the measured 2-rank training within 1.5x: the link measured
+// by devices --measure --nproc 2, then bench --nproc 2 on mlp (the gradient's sum is a third of
+// the step) and mnist-cnn (convolutions). Not lenet5: the one-process plan already
+// under-predicts its small convolutions (PlanVsMeasured's 2x case); not lstm-rows: its many tiny
+// ops make the two ranks wait on each other's every hiccup on a shared machine (0.65x to 1.06x
+// of the plan from run to run). A shared machine has slower and faster
+// phases: a model outside the bounds is measured again, and fails only when it misses twice.
+TEST_F(DistCli, PlanForTwoRanksIsWithinOneAndAHalfTimesOfTheMeasurement) {
+  const std::string env =
+      "FREIGHT_PEAKS_FILE=" + file("peaks.json") + " FREIGHT_MPIRUN=" + kMpirun + " ";
+  test::ShellRun link = shell(env + kCli + " devices --measure --nproc 2");
+  ASSERT_EQ(link.status, 0) << link.output;
+  for (const std::string model : {"mlp", "mnist-cnn"}) {
+    double ratio = 0;
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      test::ShellRun r = shell(env + kCli + " bench --models " + model +
+                               " --batch-sizes 64 --threads all --quick --seconds 1 "
+                               "--no-plots --nproc 2 "
+                               "--out " +
+                               dir_.string() + " --name " + model);
+      ASSERT_EQ(r.status, 0) << r.output;
+      std::smatch m;
+      const std::string row =
+          R"(\| )" + model + R"( \| 64 \| 2 \| [0-9.]+ \| [0-9.]+x \| [0-9.]+ \| ([0-9.]+)x \|)";
+      ASSERT_TRUE(std::regex_search(r.output, m, std::regex(row))) << r.output;
+      ratio = std::stod(m[1]);
+      std::printf("  %s at batch 64 on 2 ranks: measured/plan %.2fx%s\n", model.c_str(), ratio,
+                  attempt == 2 ? " (second attempt)" : "");
+      if (ratio > 1 / 1.5 && ratio < 1.5) break;
+    }
+    EXPECT_GT(ratio, 1 / 1.5) << model;
+    EXPECT_LT(ratio, 1.5) << model;
+  }
+}
+
 TEST_F(DistCli, GlobalBatchBelowTheRanksIsRefused) {
   test::ShellRun r = shell(mpirun(3) +
                            " train --model mlp --data synthetic --limit-train 64 "

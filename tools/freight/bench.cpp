@@ -775,7 +775,7 @@ void add_bench(CLI::App& app) {
       RanksBenchOptions ro;
       for (const std::string& n : split(o->nproc))
         ro.nproc.push_back(int(parse_positive("--nproc", n)));
-      ro.seconds = o->quick ? 0.5 : 2.0;
+      ro.seconds = 2 * plan.timing.seconds;  // an epoch: 0.5 s quick, 2 s by default
       ro.log_dir = o->out;
       ro.name = o->name;
       doc["ranks"] = bench_ranks(plan.specs, plan.batches, ro);
