@@ -99,15 +99,19 @@ JsonLinesWorker::~JsonLinesWorker() {
     std::filesystem::remove(log_path_, ec);
 }
 
-std::string JsonLinesWorker::log_tail() const {
-  std::ifstream f(log_path_);
+std::string log_tail(const std::string& log_path) {
+  std::ifstream f(log_path);
   std::stringstream ss;
   ss << f.rdbuf();
   std::string s = ss.str();
   if (s.size() > 2000) s = "..." + s.substr(s.size() - 2000);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s.empty() ? "(its log " + log_path_ + " is empty)"
-                   : "its log " + log_path_ + " ends with:\n" + s;
+  return s.empty() ? "(its log " + log_path + " is empty)"
+                   : "its log " + log_path + " ends with:\n" + s;
+}
+
+std::string JsonLinesWorker::log_tail() const {
+  return bench::log_tail(log_path_);
 }
 
 nlohmann::json JsonLinesWorker::read_json() {

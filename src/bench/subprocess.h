@@ -48,6 +48,10 @@ class JsonLinesWorker {
 int run_command(const std::vector<std::string>& argv, const std::string& cwd,
                 const std::string& log_path);
 
+// The end of a child's log (its last 2000 bytes), for an error message: "its log <path> ends
+// with:\n..." or "(its log <path> is empty)".
+std::string log_tail(const std::string& log_path);
+
 // bench/pytorch/step_bench.py of the source tree that a build tree names (io/install_paths.h;
 // "" for an installed Freight, or when unknown).
 std::string default_pytorch_script();

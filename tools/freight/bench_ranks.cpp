@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "bench/subprocess.h"
 #include "freight/error.h"
@@ -18,17 +17,6 @@ namespace freight::cli {
 namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// The last `lines` lines of a log, for an error message.
-std::string log_tail(const std::string& path, size_t lines = 12) {
-  std::ifstream f(path);
-  std::vector<std::string> all;
-  for (std::string l; std::getline(f, l);) all.push_back(l);
-  std::string out;
-  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
-    out += "\n  " + all[i];
-  return out;
-}
 
 // `freight train` on synthetic data for `epochs` epochs of `samples` samples, in one process
 // (nproc 1, all cores) or on `nproc` ranks under mpirun; returns the last epoch's metrics record.
@@ -67,8 +55,8 @@ json train_epochs(const nn::ModelSpec& spec, int64_t batch, int64_t samples, int
   for (std::string l; std::getline(f, l);)
     if (!l.empty()) last = l;
   FREIGHT_CHECK(rc == 0 && !last.empty(),
-                fmt::format("{} on {} rank{} failed (exit {}; {}):{}", spec.name, nproc,
-                            nproc == 1 ? "" : "s", rc, log, log_tail(log)));
+                fmt::format("{} on {} rank{} failed (exit {}); {}", spec.name, nproc,
+                            nproc == 1 ? "" : "s", rc, bench::log_tail(log)));
   return json::parse(last);
 }
 
