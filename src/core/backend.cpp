@@ -35,6 +35,10 @@ std::unique_ptr<PendingUpload> DeviceBackend::upload(void*, const void*, size_t,
 std::unique_ptr<DeviceGraph> DeviceBackend::capture(int, const std::function<void()>&) {
   throw Error(fmt::format("graph capture needs a CUDA device ({} backend)", name()));
 }
+std::unique_ptr<RankSums> DeviceBackend::rank_sums(int, const RankSumsSetup&) {
+  throw Error(fmt::format("sums of device memory over the ranks need a GPU with NCCL ({} backend)",
+                          name()));
+}
 
 bool has_backend(DeviceType type) {
   static CudaRegistration once;

@@ -2,11 +2,13 @@
 // is always registered; the CUDA one registers itself when the library is built with it.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "freight/device.h"
+#include "freight/dtype.h"
 #include "freight/runtime.h"
 
 namespace freight {
@@ -25,6 +27,28 @@ class DeviceGraph {
  public:
   virtual ~DeviceGraph() = default;
   virtual void replay() = 0;
+};
+
+// In-place sums of device buffers over the ranks of a data-parallel job (NCCL on a GPU), made
+// by DeviceBackend::rank_sums. Nothing here blocks the host: the sums run on a stream of their
+// own, ordered with the device's work by events.
+class RankSums {
+ public:
+  virtual ~RankSums() = default;
+  // Queues the sum of the `count` elements of `dtype` at `data` (device memory) over the ranks,
+  // in place, after all the work queued on the device so far (the backward that wrote them).
+  // Every rank must start the same sums in the same order.
+  virtual void start(void* data, int64_t count, DType dtype) = 0;
+  // Work queued on the device after this call runs after every sum started so far. The host
+  // does not wait for them; it waits (up to `timeout_seconds`) for the sums of the finish()
+  // before, so a rank that stopped answering shows within a step, named by `what` (that step's).
+  virtual void finish(const std::string& what) = 0;
+};
+struct RankSumsSetup {
+  int rank = 0, size = 1;
+  double timeout_seconds = 600;
+  // Sends rank 0's `bytes` at `data` to every rank (the communicator's id, over MPI).
+  std::function<void(void* data, size_t bytes)> broadcast_from_rank0;
 };
 
 class DeviceBackend {
@@ -78,6 +102,9 @@ class DeviceBackend {
   // generator's current offset would, the caller redoes any other host bookkeeping. Any host
   // synchronisation inside `work` makes the capture fail with an error.
   virtual std::unique_ptr<DeviceGraph> capture(int index, const std::function<void()>& work);
+  // Sums over the ranks of a job for buffers on device `index` (one device per rank). A
+  // collective: every rank calls it, in the same order as its other collectives.
+  virtual std::unique_ptr<RankSums> rank_sums(int index, const RankSumsSetup& setup);
 };
 
 void register_backend(DeviceType type, DeviceBackend* backend);

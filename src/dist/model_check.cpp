@@ -87,9 +87,17 @@ void check_same_model(const NamedTensorList& state, const std::string& settings)
 void broadcast_from_rank0(const NamedTensorList& state, const std::string& what) {
   if (world().size <= 1) return;
   for (const auto& [name, t] : state) {
-    FREIGHT_CHECK(t.device().is_cpu() && t.is_contiguous(),
-                  fmt::format("{}: '{}' must be a contiguous CPU tensor", what, name));
-    broadcast_bytes(t.data_ptr(), t.nbytes(), 0, fmt::format("{} ('{}')", what, name));
+    FREIGHT_CHECK(t.is_contiguous(), fmt::format("{}: '{}' must be contiguous", what, name));
+    if (t.device().is_cpu()) {
+      broadcast_bytes(t.data_ptr(), t.nbytes(), 0, fmt::format("{} ('{}')", what, name));
+    } else {
+      // A GPU's tensor goes through host memory: the weights are sent once at start (and the
+      // BatchNorm buffers before an evaluation), so MPI's host path is enough.
+      Tensor host = t.to(Device::cpu()).contiguous();
+      broadcast_bytes(host.data_ptr(), host.nbytes(), 0, fmt::format("{} ('{}')", what, name));
+      Tensor target = t;
+      target.copy_(host);
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dist/device_sums.h"
 #include "freight/autograd.h"
 #include "freight/error.h"
 
@@ -22,11 +23,11 @@ Reducer::Reducer(std::vector<Tensor> params, int64_t bucket_bytes) : params_(std
   int64_t bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
-    FREIGHT_CHECK(p.device().is_cpu(),
-                  fmt::format("data-parallel training: parameter {} is on {}; summing gradients "
-                              "over the ranks works on the CPU only in this build (GPUs need "
-                              "NCCL, which is not implemented yet)",
-                              k, p.device().str()));
+    FREIGHT_CHECK(
+        p.device() == params_.back().device(),
+        fmt::format("data-parallel training: parameter {} is on {}, parameter {} on "
+                    "{}; a rank's parameters must share one device",
+                    k, p.device().str(), params_.size() - 1, params_.back().device().str()));
     FREIGHT_CHECK(p.dtype() == params_.back().dtype(),
                   "data-parallel training: the parameters must share one dtype");
     int64_t b = p.numel() * int64_t(dtype_size(p.dtype()));
@@ -47,7 +48,7 @@ Reducer::Reducer(std::vector<Tensor> params, int64_t bucket_bytes) : params_(std
       bucket.offsets.push_back(n);
       n += params_[k].numel();
     }
-    bucket.flat = Tensor::zeros({n}, params_[g.front()].dtype(), Device::cpu());
+    bucket.flat = Tensor::zeros({n}, params_[g.front()].dtype(), params_[g.front()].device());
     NoGradGuard no_grad;
     for (size_t i = 0; i < g.size(); ++i) {
       size_t k = g[i];
@@ -59,6 +60,9 @@ Reducer::Reducer(std::vector<Tensor> params, int64_t bucket_bytes) : params_(std
   }
   for (size_t k = 0; k < params_.size(); ++k)
     set_grad_accumulated_hook(params_[k], [this, k] { ready(k); });
+  // On a GPU the sums are NCCL's, queued on the device; on the CPU MPI's, polled by the host.
+  const Device device = params_.empty() ? Device::cpu() : params_.front().device();
+  if (!device.is_cpu()) device_sums_ = device_rank_sums(device);
 }
 
 Reducer::~Reducer() {
@@ -100,25 +104,33 @@ void Reducer::ready(size_t param) {
                             param));
   if (b.pending > 0) --b.pending;
   if (overlap_) start_ready_in_order();
-  sums_.progress();  // OpenMPI moves a started sum only inside MPI calls
+  if (!device_sums_) sums_.progress();  // OpenMPI moves a started sum only inside MPI calls
+}
+
+void Reducer::start(Bucket& b) {
+  if (device_sums_)
+    device_sums_->start(b.flat.data_ptr(), b.flat.numel(), b.flat.dtype());
+  else
+    sums_.start(b.flat.data_ptr(), b.flat.numel(), b.flat.dtype());
 }
 
 void Reducer::start_ready_in_order() {
   while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
-    Bucket& b = buckets_[next_++];
-    sums_.start(b.flat.data_ptr(), b.flat.numel(), b.flat.dtype());
+    start(buckets_[next_++]);
     ++early_;
   }
 }
 
 void Reducer::finish(int64_t step) {
   in_backward_ = false;
-  while (next_ < buckets_.size()) {
-    Bucket& b = buckets_[next_++];
-    sums_.start(b.flat.data_ptr(), b.flat.numel(), b.flat.dtype());
-  }
-  sums_.finish(fmt::format("the sum of the gradients over the ranks (step {}, {} bucket{})", step,
-                           buckets_.size(), buckets_.size() == 1 ? "" : "s"));
+  while (next_ < buckets_.size()) start(buckets_[next_++]);
+  const std::string what =
+      fmt::format("the sum of the gradients over the ranks (step {}, {} bucket{})", step,
+                  buckets_.size(), buckets_.size() == 1 ? "" : "s");
+  if (device_sums_)
+    device_sums_->finish(what);
+  else
+    sums_.finish(what);
 }
 
 }  // namespace freight::dist

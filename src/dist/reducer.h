@@ -15,12 +15,16 @@
 // targets (train_step.h), so the sum is the gradient of one process on the whole batch.
 //
 // The layout depends only on the parameters' shapes and order, so it is the same on every rank
-// (the model check at start makes sure of that). CPU tensors only for now.
+// (the model check at start makes sure of that). On the CPU the sums are MPI's, moved by the host
+// (progress() at each hook); on a GPU they are NCCL's (DeviceBackend::rank_sums), queued behind
+// the backward kernels on a stream of their own, and the optimizer's kernels queue behind them.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "dist/communicator.h"
 #include "freight/tensor.h"
 
@@ -60,6 +64,7 @@ class Reducer {
   };
   void ready(size_t param);
   void start_ready_in_order();
+  void start(Bucket& b);
 
   std::vector<Tensor> params_;
   std::vector<Tensor> views_;
@@ -69,7 +74,8 @@ class Reducer {
   bool overlap_ = true;
   bool in_backward_ = false;
   int64_t early_ = 0;
-  AsyncSums sums_;
+  AsyncSums sums_;                         // the CPU's
+  std::unique_ptr<RankSums> device_sums_;  // a GPU's
 };
 
 }  // namespace freight::dist

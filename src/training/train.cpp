@@ -431,6 +431,29 @@ int64_t count_correct(const Tensor& output, const Tensor& labels) {
 }
 
 namespace {
+// A rank's device: "cuda" (or "auto" on a host with GPUs) means the GPU of its local rank, one
+// GPU per rank, as NCCL requires; a GPU named by index would be the same GPU for every rank.
+Device rank_device(const std::string& text, const dist::WorldInfo& world, std::string* note) {
+  Device d = resolve_device(text, nullptr);
+  if (d.is_cpu()) return d;
+  FREIGHT_CHECK(text == "cuda" || text == "auto",
+                fmt::format("--device {}: under mpirun each rank takes the GPU of its local rank "
+                            "(cuda:0 for the first rank on a host, cuda:1 for the second...); name "
+                            "--device cuda, and CUDA_VISIBLE_DEVICES to choose the GPUs",
+                            text));
+  const int n = cuda_device_count();
+  FREIGHT_CHECK(
+      world.local_rank < n,
+      fmt::format("--device {}: {} ranks on host {} but {} GPU{} visible there; NCCL "
+                  "needs one GPU per rank (start at most {} rank{} per host, or use "
+                  "--device cpu)",
+                  text, world.local_size, world.host, n, n == 1 ? "" : "s", n, n == 1 ? "" : "s"));
+  if (text == "auto" && note)
+    *note = fmt::format("--device auto picked cuda:{} on rank {} (its local rank's GPU)",
+                        world.local_rank, world.rank);
+  return Device::cuda(world.local_rank);
+}
+
 // --sync-bn: every BatchNorm of the model normalises with the statistics of the global batch,
 // summed over the ranks. Each rank must then run every step's forward (the sums sit inside it),
 // so no batch may leave a rank without rows.
@@ -452,10 +475,16 @@ void sync_batch_norm(nn::Module& model, bool dp, int64_t samples, int64_t batch_
                             "rows to join the statistics; change --batch-size or --limit-train",
                             last, last == 1 ? "" : "s", samples, batch_size, ranks));
   SumOverRanks sum = [](Tensor& t) {
-    FREIGHT_CHECK(t.device().is_cpu() && t.is_contiguous(),
-                  "--sync-bn: the statistics must be contiguous host tensors");
-    dist::all_reduce_sum(t.data_ptr(), t.numel(), t.dtype(),
-                         "the sum of BatchNorm's statistics over the ranks (--sync-bn)");
+    FREIGHT_CHECK(t.is_contiguous(), "--sync-bn: the statistics must be contiguous");
+    const char* what = "the sum of BatchNorm's statistics over the ranks (--sync-bn)";
+    if (t.device().is_cpu()) {
+      dist::all_reduce_sum(t.data_ptr(), t.numel(), t.dtype(), what);
+    } else {
+      // A few numbers per channel: through host memory, in step with the forward pass.
+      Tensor host = t.to(Device::cpu()).contiguous();
+      dist::all_reduce_sum(host.data_ptr(), host.numel(), host.dtype(), what);
+      t.copy_(host);
+    }
   };
   for (const auto& named : model.named_modules())
     if (auto* bn = dynamic_cast<nn::BatchNorm*>(named.second.get())) bn->set_sum_over_ranks(sum);
@@ -542,15 +571,9 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   else if (dp && !std::getenv("OMP_NUM_THREADS"))
     set_num_threads(dist::default_threads());  // the cores are shared by the host's ranks
   std::string device_note;
-  // GPU data parallelism needs NCCL, not built yet: "auto" means the CPU then, and an explicit
-  // GPU is refused rather than quietly replaced.
-  result.device = resolve_device(dp && o.device == "auto" ? "cpu" : o.device, &device_note);
+  result.device =
+      dp ? rank_device(o.device, world, &device_note) : resolve_device(o.device, &device_note);
   if (!device_note.empty()) note(device_note);
-  FREIGHT_CHECK(!dp || result.device.is_cpu(),
-                fmt::format("--device {}: data-parallel training runs on the CPU only in this "
-                            "version (GPU ranks need NCCL, not implemented yet); use --device cpu "
-                            "under mpirun, or train on one GPU without mpirun",
-                            o.device));
   Precision prec = parse_precision(o.precision);
   if (result.device.is_cpu()) {
     FREIGHT_CHECK(prec == Precision::FP32,
@@ -606,8 +629,9 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   std::unique_ptr<optim::Optimizer> opt =
       make_optimizer(r.optimizer, model->parameters(), r.lr, r.momentum, r.weight_decay);
   detail::EpochRunner::Settings es;
-  // (A graph captures a whole step: accumulated micro-batches run eagerly.)
-  es.cuda_graph = result.device.is_cuda() && o.cuda_graph && o.accumulate == 1;
+  // (A graph captures a whole step: accumulated micro-batches run eagerly; and the ranks' NCCL
+  // sums are not captured, so a job's steps run eagerly too.)
+  es.cuda_graph = result.device.is_cuda() && o.cuda_graph && o.accumulate == 1 && !dp;
   es.accumulate = o.accumulate;
   es.data_on_device = o.data_on_device;
   es.log_interval = o.log_interval;
@@ -633,7 +657,8 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       r.schedule, r.epochs, r.epochs == 1 ? "" : "s",
       result.device.is_cuda()
           ? fmt::format("; precision {}, CUDA graph {}{}{}", o.precision,
-                        o.cuda_graph ? "on" : "off", o.data_on_device ? ", data on the device" : "",
+                        es.cuda_graph ? "on" : (dp && o.cuda_graph ? "off (data parallel)" : "off"),
+                        o.data_on_device ? ", data on the device" : "",
                         o.deterministic ? ", deterministic" : "")
           : std::string()));
   if (o.accumulate > 1)
@@ -712,9 +737,12 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     Generator& g = default_generator();
     g.set_state(g.seed(), g.offset() + (uint64_t(world.rank) << 40));
     note(
-        fmt::format("data parallel: {} ranks on {} (MPI); global batch {} = {}{} per rank; {} CPU "
+        fmt::format("data parallel: {} ranks on {} ({}); global batch {} = {}{} per rank; {} CPU "
                     "thread{} per rank; gradients summed in {} bucket{} (--bucket-mb {})",
                     world.size, world.local_size == world.size ? "1 host" : "several hosts",
+                    result.device.is_cuda() ? "a GPU each, cuda:<local rank>; NCCL sums the "
+                                              "gradients, MPI the rest"
+                                            : "MPI",
                     r.batch_size, r.batch_size / world.size,
                     r.batch_size % world.size ? fmt::format(" or {}", r.batch_size / world.size + 1)
                                               : std::string(),

@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/deferred_error.h"
+#include "backend/cuda/nccl_sums.h"
 #include "core/backend.h"
 #include "freight/random.h"
 
@@ -659,6 +660,9 @@ class CudaBackend final : public DeviceBackend {
     d.cache.retire_pool(pool);
   }
   void set_deterministic(bool on) override { cuda::set_deterministic(on); }
+  std::unique_ptr<RankSums> rank_sums(int index, const RankSumsSetup& setup) override {
+    return make_nccl_sums(index, setup);
+  }
 
  private:
   struct Capture {
