@@ -5,7 +5,8 @@
 # stream interleavings (EMU_STREAM_SEED), the lockstep exact-allocator run with the race check
 # (EMU_RACECHECK=1: it needs unpoisoned memory, and its second pass of each launch runs the
 # serial schedule), each logged to
-# <build-dir>/run-<schedule>-<allocator>.log (README.md). Usage:
+# <build-dir>/run-<schedule>-<allocator>.log (README.md); then the data-parallel GPU tests as a
+# job of 2 ranks under mpirun (run-dist-<allocator>.log). Usage:
 #   tests/cuda/emulation/run.sh [build-dir] [extra gtest filter for cuda_tests]
 # Exits non-zero when any run fails, after printing the failing runs' logs' tails.
 set -euo pipefail
@@ -57,4 +58,24 @@ for combo in "${combos[@]}"; do
   fi
 done
 echo "== emulation: $(( ${#combos[@]} - ${#failed[@]} )) of ${#combos[@]} runs passed in $(( SECONDS - start )) s"
-[ ${#failed[@]} -eq 0 ]
+
+# Data parallelism on GPUs: an emulated job of 2 ranks (mpirun), each on its own emulated device,
+# NCCL emulated over MPI (include/nccl.h); lockstep warps, once per allocator mode.
+root=()
+[ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+dist_failed=0
+for run in "exact 5" "rounded 6"; do
+  set -- $run
+  log="$build/run-dist-$1.log"
+  dist_start=$SECONDS
+  if EMU_DEVICES=2 EMU_ALLOCATOR=$1 EMU_STREAM_SEED=$2 FREIGHT_DIST_TIMEOUT=120 \
+      timeout 600 mpirun "${root[@]}" --oversubscribe -np 2 --bind-to none \
+      "$build/cuda_dist_tests" --gtest_brief=1 > "$log" 2>&1; then
+    echo "== emulation, 2 ranks on 2 emulated GPUs, $1 allocator, stream seed $2: passed ($(grep -ho '[0-9]* tests\? from [0-9]* test suites\? ran' "$log" | paste -sd ';' -); $(( SECONDS - dist_start )) s)"
+  else
+    echo "== emulation, 2 ranks on 2 emulated GPUs, $1 allocator, stream seed $2: FAILED (log: $log)"
+    tail -40 "$log"
+    dist_failed=1
+  fi
+done
+[ ${#failed[@]} -eq 0 ] && [ "$dist_failed" = 0 ]

@@ -69,9 +69,18 @@ struct cudaDeviceProp {
 };
 
 namespace emu {
+// EMU_NO_GPU: none; else EMU_DEVICES of them (1 by default). The emulated devices share the host's
+// memory; what tells them apart is the current device each thread sets (cudaSetDevice), which
+// NCCL's emulation reads to refuse two ranks on one GPU.
 inline int g_device_count() {
-  const char* e = std::getenv("EMU_NO_GPU");
-  return e ? 0 : 1;
+  if (std::getenv("EMU_NO_GPU")) return 0;
+  const char* e = std::getenv("EMU_DEVICES");
+  int n = e && *e ? std::atoi(e) : 1;
+  return n > 0 ? n : 1;
+}
+inline thread_local int g_current_device = 0;
+inline bool valid_device(int d) {
+  return d >= 0 && d < g_device_count();
 }
 // Device allocations (start, size), to tell device from host memory.
 inline std::mutex g_mem_mu;
@@ -147,10 +156,16 @@ inline cudaError_t cudaGetDeviceCount(int* n) {
   return *n ? cudaSuccess : cudaErrorNoDevice;
 }
 inline cudaError_t cudaSetDevice(int d) {
-  return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+  if (!emu::valid_device(d)) return cudaErrorInvalidDevice;
+  emu::g_current_device = d;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = emu::g_current_device;
+  return cudaSuccess;
 }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
-  if (d != 0) return cudaErrorInvalidDevice;
+  if (!emu::valid_device(d)) return cudaErrorInvalidDevice;
   *p = cudaDeviceProp{};
   std::strcpy(p->name, "Emulated GPU (CPU emulation of the CUDA runtime)");
   p->totalGlobalMem = size_t(80) << 30;
@@ -163,7 +178,7 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
-  if (d != 0) return cudaErrorInvalidDevice;
+  if (!emu::valid_device(d)) return cudaErrorInvalidDevice;
   *v = a == cudaDevAttrClockRate ? 1980000 : 2619000;
   return cudaSuccess;
 }

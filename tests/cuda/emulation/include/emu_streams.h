@@ -123,10 +123,13 @@ inline bool eager_streams() {
   return eager;
 }
 
-inline uint64_t stream_random() {  // xorshift64, seeded by EMU_STREAM_SEED
+// xorshift64, seeded by EMU_STREAM_SEED plus the MPI rank (OpenMPI's variable), so the ranks of
+// an emulated job interleave their streams differently.
+inline uint64_t stream_random() {
   static uint64_t s = [] {
     const char* e = std::getenv("EMU_STREAM_SEED");
-    uint64_t v = e ? std::strtoull(e, nullptr, 10) : 0;
+    const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+    uint64_t v = (e ? std::strtoull(e, nullptr, 10) : 0) + (r ? std::strtoull(r, nullptr, 10) : 0);
     return (v * 0x9E3779B97F4A7C15ull) ^ 0x2545F4914F6CDD1Dull;
   }();
   s ^= s << 13;
