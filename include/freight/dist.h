@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "freight/device.h"
+
 namespace freight::dist {
 
 struct WorldInfo {
@@ -35,6 +37,10 @@ void set_timeout_seconds(double seconds);
 // MPI_Abort (every other rank is killed by mpirun). Outside a job of several ranks, exits.
 [[noreturn]] void abort_job(int code, const std::string& message);
 
+// Whether `mine` holds on every rank (a collective: every rank must call it). A decision that
+// leads to collectives must be the same on every rank, or the job hangs.
+bool on_every_rank(bool mine, const std::string& what);
+
 // CPU threads for each rank when none were asked for: the cores this process may run on (its
 // binding) when mpirun bound it, else the host's cores shared among its ranks.
 int default_threads();
@@ -49,7 +55,9 @@ struct AllReduceTiming {
 };
 // Times sums over the ranks at each size, after a warm-up, with a fixed number of repeats (so
 // every rank makes the same calls). A collective: every rank must call it. In a world of one it
-// returns nothing.
-std::vector<AllReduceTiming> measure_all_reduce(const std::vector<int64_t>& sizes_bytes);
+// returns nothing. On the CPU the sums are MPI's over host memory; with a GPU `device` (each
+// rank its own) NCCL's over device memory, each timed until the device has finished it.
+std::vector<AllReduceTiming> measure_all_reduce(const std::vector<int64_t>& sizes_bytes,
+                                                Device device = Device::cpu());
 
 }  // namespace freight::dist

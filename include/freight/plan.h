@@ -101,6 +101,7 @@ struct PlanResult {
   // PlanOptions::nodes: p = 1, 2, 4, ... up to nodes x gpus_per_node, on `scaling_device`.
   std::vector<ScalePoint> scaling;
   std::string scaling_device;
+  std::string scaling_links;    // which links the sums were modelled on
   int comm_dominates_from = 0;  // the first p whose exposed sums outlast its compute (0: none)
   std::string recommendation;   // "cpu", "gpu" or "gpus"
   std::string reason;           // in plain words

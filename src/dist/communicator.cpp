@@ -110,6 +110,12 @@ void all_reduce_max(std::vector<double>& values, const std::string& what) {
 #endif
 }
 
+bool on_every_rank(bool mine, const std::string& what) {
+  std::vector<double> v{mine ? 0.0 : 1.0};
+  all_reduce_max(v, what);
+  return v[0] == 0;
+}
+
 void all_reduce_sum(void* data, int64_t count, DType dtype, const std::string& what) {
   AsyncSums sums;
   sums.start(data, count, dtype);

@@ -211,6 +211,17 @@ void plan_scaling(PlanResult& r, const PlanOptions& o) {
       base = &d;
   FREIGHT_CHECK(base, "--nodes: no GPU to project (neither present nor the datasheet reference)");
   r.scaling_device = base->label;
+  // Within a node: the NCCL link `freight devices --measure --nproc N` measured on this host's
+  // GPUs when there is one (its latency and bus bandwidth beyond its own rank count), else
+  // NVLink's datasheet figures.
+  LinkPeaks intra = nvlink_h100();
+  LinkPeaks measured;
+  const bool have_measured = load_link("nccl, 1 host", peaks_cache_path(), measured);
+  if (have_measured) intra = measured;
+  r.scaling_links = fmt::format(
+      "{} within a node, InfiniBand NDR between nodes (datasheet)",
+      have_measured ? fmt::format("NCCL as measured on {} GPUs of this host", measured.ranks)
+                    : std::string("NVLink (datasheet)"));
   const int total = o.nodes * o.gpus_per_node;
   const double bytes = kF32 * double(r.params);
   std::vector<int> ps;
@@ -223,7 +234,7 @@ void plan_scaling(PlanResult& r, const PlanOptions& o) {
     s.nodes = (p + o.gpus_per_node - 1) / o.gpus_per_node;
     const double work = (base->compute_s + base->memory_s + base->transfer_s) / p;
     s.compute_s = work + base->overhead_s + base->sync_s;
-    LinkPeaks link = s.nodes > 1 ? infiniband_ndr() : nvlink_h100();
+    LinkPeaks link = s.nodes > 1 ? infiniband_ndr() : intra;
     s.comm_s = link.all_reduce_seconds(bytes, p);
     const double backward = work * 2.0 / 3.0;
     s.exposed_comm_s = std::max(0.0, s.comm_s - backward);

@@ -100,15 +100,9 @@ std::vector<int64_t> all_reduce_sizes() {
   return {4, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
 }
 
-void print_link(const dist::WorldInfo& w, const std::vector<dist::AllReduceTiming>& link,
-                bool measured) {
-  fmt::print("ranks    {} processes (MPI) on {}; this is rank 0 on {}\n", w.size,
-             w.local_size == w.size ? "1 host" : "several hosts", w.host);
-  if (!measured) {
-    fmt::print("         (--measure times the sums over the ranks)\n");
-    return;
-  }
-  fmt::print("         all-reduce (in-place float32 sum over the ranks; median, slowest rank):\n");
+// The sums' times over `over` (the transport and the memory summed).
+void print_link(const std::vector<dist::AllReduceTiming>& link, const char* over) {
+  fmt::print("         all-reduce over {} (in-place float32 sum; median, slowest rank):\n", over);
   for (const dist::AllReduceTiming& t : link)
     fmt::print("         {:>10}  {:>9}  bus bandwidth {:.2f} GB/s\n", format_bytes(double(t.bytes)),
                micro_seconds(t.seconds), t.bus_bytes_per_second / 1e9);
@@ -144,19 +138,40 @@ void add_devices(CLI::App& app) {
     const dist::WorldInfo& world = dist::launched_by_mpi() ? dist::world() : dist::WorldInfo{};
     if (world.size > 1) {
       // Every rank takes part in the link's measurement; rank 0 then reports it, and its devices.
-      std::vector<dist::AllReduceTiming> link;
+      std::vector<dist::AllReduceTiming> link, gpu_link;
       if (o->measure) link = dist::measure_all_reduce(all_reduce_sizes());
+      // NCCL too when every rank has a GPU of its own (agreed, so that all or none measure).
+      const bool gpus =
+          dist::on_every_rank(cuda_available() && world.local_rank < cuda_device_count(),
+                              "whether every rank has a GPU") &&
+          o->measure;
+      if (gpus)
+        gpu_link = dist::measure_all_reduce(all_reduce_sizes(), Device::cuda(world.local_rank));
       if (world.rank != 0) return;
-      print_link(world, link, o->measure);
+      const int hosts = world.local_size == world.size ? 1 : 2;
+      fmt::print("ranks    {} processes (MPI) on {}; this is rank 0 on {}\n", world.size,
+                 hosts == 1 ? "1 host" : "several hosts", world.host);
+      if (!o->measure) fmt::print("         (--measure times the sums over the ranks)\n");
       if (!link.empty()) {
+        print_link(link, "MPI, host memory");
         std::vector<std::pair<double, double>> times;
         for (const dist::AllReduceTiming& t : link) times.emplace_back(double(t.bytes), t.seconds);
-        LinkPeaks l =
-            link_from_measurement(times, world.size, world.local_size == world.size ? 1 : 2);
+        LinkPeaks l = link_from_measurement(times, world.size, hosts);
         l.measured_at = now_utc();
         save_link(l, peaks_cache_path());
         fmt::print("         saved for freight plan --ranks {} ({})\n", world.size,
                    peaks_cache_path());
+      }
+      if (!gpu_link.empty()) {
+        print_link(gpu_link, "NCCL, GPU memory (cuda:<local rank>)");
+        std::vector<std::pair<double, double>> times;
+        for (const dist::AllReduceTiming& t : gpu_link)
+          times.emplace_back(double(t.bytes), t.seconds);
+        LinkPeaks l = link_from_measurement(times, world.size, hosts);
+        l.kind = hosts == 1 ? "nccl, 1 host" : "nccl, several hosts";
+        l.measured_at = now_utc();
+        save_link(l, peaks_cache_path());
+        fmt::print("         saved for freight plan --nodes ({})\n", peaks_cache_path());
       }
       // A rank's share of the cores would be measured (and cached) as the device's peaks.
       if (o->measure || o->peaks)

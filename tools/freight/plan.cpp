@@ -113,10 +113,9 @@ void add_plan(CLI::App& app) {
             d.label, seconds(d.comm_s), format_bytes(d.grads_bytes));
     if (!r.scaling.empty()) {
       fmt::print(
-          "\ndata parallel on {} at a global batch of {} (NVLink within a node, "
-          "InfiniBand NDR between nodes: datasheet links; backward hides the sums as "
+          "\ndata parallel on {} at a global batch of {} ({}; backward hides the sums as "
           "long as it lasts):\n",
-          r.scaling_device, r.batch_size);
+          r.scaling_device, r.batch_size, r.scaling_links);
       fmt::print("{:>6} {:>6}  {:>10} {:>10} {:>10} {:>10} {:>10}  {:>8} {:>10}\n", "GPUs", "nodes",
                  "compute", "all-reduce", "exposed", "step", "epoch", "speedup", "efficiency");
       for (const ScalePoint& s : r.scaling)
