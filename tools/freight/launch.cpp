@@ -100,7 +100,10 @@ void run_under_mpirun_if_asked(int nproc) {
   std::string mpirun = find_mpirun(fmt::format("--nproc {}", nproc));
   std::vector<std::string> cmd = mpirun_command(nproc, mpirun, this_program(), g_args);
   std::string shown;
-  for (const std::string& a : cmd) shown += (shown.empty() ? "" : " ") + quoted(a);
+  for (const std::string& a : cmd) {
+    if (!shown.empty()) shown += ' ';
+    shown += quoted(a);  // (appended in two steps: GCC 12 warns falsely on " " + temporary)
+  }
   fmt::print("freight: starting {} ranks: {}\n", nproc, shown);
   std::fflush(stdout);
   std::vector<char*> argv;
