@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -70,6 +71,10 @@ void save_link(const LinkPeaks& link, const std::string& path) {
                              {"times", t},
                              {"latency_s", link.latency_s},
                              {"bus_bandwidth", link.bus_bandwidth}};
+  // The cache's folder may not exist yet: a link can be the first thing measured on a machine.
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   io::write_file_atomically(path, all.dump(2) + "\n", "peaks cache");
 }
 

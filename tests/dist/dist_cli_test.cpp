@@ -189,6 +189,17 @@ TEST_F(DistCli, PlanForTwoRanksIsWithinOneAndAHalfTimesOfTheMeasurement) {
   }
 }
 
+// The link can be the first thing measured on a machine: the cache's folder is created for it.
+TEST_F(DistCli, MeasuringTheLinkFirstCreatesThePeaksCache) {
+  const std::string cache = file("fresh/folders/peaks.json");
+  test::ShellRun r = shell("FREIGHT_PEAKS_FILE=" + cache + " FREIGHT_MPIRUN=" + kMpirun + " " +
+                           kCli + " devices --measure --nproc 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "all-reduce over MPI, host memory")) << r.output;
+  EXPECT_TRUE(has(r.output, "saved for freight plan --ranks 2")) << r.output;
+  EXPECT_TRUE(fs::exists(cache));
+}
+
 TEST_F(DistCli, GlobalBatchBelowTheRanksIsRefused) {
   test::ShellRun r = shell(mpirun(3) +
                            " train --model mlp --data synthetic --limit-train 64 "
