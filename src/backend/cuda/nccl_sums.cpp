@@ -67,8 +67,10 @@ class NcclSums final : public RankSums {
   }
   ~NcclSums() override {
     set_device(device_);
-    if (!aborted_) (void)cudaStreamSynchronize(comm_stream_);
-    (void)(aborted_ ? ncclSuccess : ncclCommDestroy(comm_));
+    if (!aborted_) {  // (an aborted communicator is freed by ncclCommAbort)
+      (void)cudaStreamSynchronize(comm_stream_);
+      (void)ncclCommDestroy(comm_);
+    }
     (void)cudaEventDestroy(done_);
     (void)cudaEventDestroy(ready_);
     (void)cudaStreamDestroy(comm_stream_);
