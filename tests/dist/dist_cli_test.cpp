@@ -146,9 +146,13 @@ TEST_F(DistCli, BenchNprocTablesStepsPerSecondPerRankCount) {
                             R"( \| ([0-9.]+) \| ([0-9.]+)x \| ([0-9.]+|-) \| ([0-9.]+x|-) \|)";
     ASSERT_TRUE(std::regex_search(r.output, m, std::regex(row))) << ranks << "\n" << r.output;
     EXPECT_GT(std::stod(m[1]), 0);
-    if (ranks == 1) EXPECT_EQ(m[2], "1.00");
+    if (ranks == 1) {
+      EXPECT_EQ(m[2], "1.00");
+    }
     // A prediction, or the reason there is none (no measured link between ranks).
-    if (m[3] == "-") EXPECT_TRUE(has(r.output, "plan: ")) << r.output;
+    if (m[3] == "-") {
+      EXPECT_TRUE(has(r.output, "plan: ")) << r.output;
+    }
   }
   test::ShellRun json = shell("grep -c '\"steps_per_second\"' " + file("b.json"));
   EXPECT_EQ(json.output, "2\n");

@@ -172,7 +172,9 @@ INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
 // Blas), and leaves the choice as it was. Run on each level (tests/CMakeLists.txt).
 TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
   const bool avx512 = cpu_kernel_isa() == "avx512";
-  if (cpu_kernel_isa() != "built-in") EXPECT_EQ(cpu::conv_has_avx512_engine(), avx512);
+  if (cpu_kernel_isa() != "built-in") {
+    EXPECT_EQ(cpu::conv_has_avx512_engine(), avx512);
+  }
   for (cpu::ConvEngine e :
        {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit, cpu::ConvEngine::Direct}) {
     if (cpu::conv_has_avx512_engine()) {

@@ -53,8 +53,11 @@ TEST(StepCounters, TheKernelsAdvanceEachParametersCount) {
   t.params[1].set_grad(Tensor());
   t.opt->step();
   EXPECT_EQ(t.opt->step_counts(), (std::vector<int64_t>{4, 3}));
-  for (const auto& [name, v] : t.opt->state())
-    if (name.ends_with(".step")) EXPECT_EQ(v.item(), name == "state.0.step" ? 4.0 : 3.0) << name;
+  for (const auto& [name, v] : t.opt->state()) {
+    if (name.ends_with(".step")) {
+      EXPECT_EQ(v.item(), name == "state.0.step" ? 4.0 : 3.0) << name;
+    }
+  }
 }
 
 // What a CUDA graph does to an optimizer step: it launches the captured kernel call again with
