@@ -191,8 +191,8 @@ std::string markdown_report(const json& doc) {
   head.push_back("peak memory");
   if (any_gpu) head.push_back("GPU/CPU speedup");
   if (any_pytorch) {
-    for (const char* h :
-         {"PyTorch step ms", "PyTorch config", "PyTorch latency ms", "Freight/PyTorch", "speedup"})
+    for (const char* h : {"PyTorch step ms", "PyTorch config", "PyTorch latency ms",
+                          "PyTorch peak memory", "Freight/PyTorch", "speedup"})
       head.push_back(h);
   }
   md += "\n## Training steps\n\n| " + join(head, " | ") + " |\n|";
@@ -230,11 +230,14 @@ std::string markdown_report(const json& doc) {
                                 cell(num(p, "max_ms"))));
         c.push_back(str(p, "config"));
         c.push_back(cell(num(p, "latency_ms")));
+        c.push_back(std::isfinite(num(p, "peak_memory_bytes"))
+                        ? format_bytes(num(p, "peak_memory_bytes"))
+                        : "");
         c.push_back(ratio_cell(num(p, "freight_over_pytorch")));
         c.push_back(ratio_cell(num(p, "speedup")));
       } else {
         std::string why = r.contains("pytorch") ? str(r["pytorch"], "status", "-") : "-";
-        c.insert(c.end(), {why, "", "", "", ""});
+        c.insert(c.end(), {why, "", "", "", "", ""});
       }
     }
     for (std::string& x : c) x = md_escape(x);

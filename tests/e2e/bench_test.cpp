@@ -119,8 +119,10 @@ TEST_F(Bench, QuickRunWritesTableJsonAndPlots) {
       ASSERT_TRUE(row.contains("pytorch")) << row.dump(1);
       expect_fields(row["pytorch"],
                     {"status", "config", "median_ms", "latency_ms", "freight_over_pytorch",
-                     "speedup", "tried"},
+                     "speedup", "tried", "peak_memory_bytes"},
                     "a row's pytorch");
+      // PyTorch's own peak, measured in its worker: at least mlp's weights (535 K floats).
+      EXPECT_GT(row["pytorch"].value("peak_memory_bytes", 0.0), 4.0 * 535000) << row.dump(1);
     }
   }
   bool gnuplot = shell("command -v gnuplot").status == 0;

@@ -766,7 +766,10 @@ void add_bench(CLI::App& app) {
         "samples/s = batch size / median step time (for lstm-ptb a sample is a "
         "sequence of 32 tokens); peak memory is the high-water mark of Freight's "
         "allocator on the device during the row (parameters, data, gradients, "
-        "optimizer state, activations)");
+        "optimizer state, activations); PyTorch's is, on a GPU, torch.cuda.max_memory_allocated, "
+        "and on the CPU the growth of its worker's resident set during the row (the high-water "
+        "mark minus the resident set before it, after freeing what earlier rows left), which "
+        "also counts what its allocator and libraries keep beside the tensors");
 
     doc["rows"] = Sweep(*o, plan, doc, notes, torch.get()).run();
     torch.reset();  // ends the workers
