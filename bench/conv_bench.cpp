@@ -1,5 +1,6 @@
 // Standalone timing of conv2d forward and forward+backward on the shapes of small CNNs
-// (LeNet-5, PyTorch's MNIST example, a Fashion-MNIST CNN, ResNet-56 on CIFAR). Build by hand:
+// (LeNet-5, PyTorch's MNIST example, a Fashion-MNIST CNN, ResNet-56 and AlexNet on CIFAR). Build by
+// hand:
 //   g++ -O2 -std=c++20 bench/conv_bench.cpp -Iinclude -Lbuild -lfreight -lfmt \
 //       -Wl,-rpath,$PWD/build -o /tmp/conv_bench
 //   OMP_NUM_THREADS=2 /tmp/conv_bench [batch] [shape name]
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
       {"fmnist_c1", 1, 28, 28, 32, 3, 1, 1, false}, {"fmnist_c2", 32, 14, 14, 64, 3, 1, 1, true},
       {"res_16", 16, 32, 32, 16, 3, 1, 1, true},    {"res_32", 32, 16, 16, 32, 3, 1, 1, true},
       {"res_64", 64, 8, 8, 64, 3, 1, 1, true},      {"res_s2", 16, 32, 32, 32, 3, 2, 1, true},
-      {"res_1x1s2", 16, 32, 32, 32, 1, 2, 0, true},
+      {"res_1x1s2", 16, 32, 32, 32, 1, 2, 0, true}, {"alex_c1", 3, 32, 32, 32, 5, 1, 2, false},
+      {"alex_c2", 32, 16, 16, 32, 5, 1, 2, true},   {"alex_c3", 32, 8, 8, 64, 5, 1, 2, true},
   };
   std::printf("%s\n", build_info().c_str());
   for (const Shape4& s : shapes) {
