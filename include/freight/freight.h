@@ -7,6 +7,7 @@
 #include "freight/nn/nn.h"
 #include "freight/ops.h"
 #include "freight/optim/optim.h"
+#include "freight/parallel_thresholds.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
 #include "freight/shape.h"

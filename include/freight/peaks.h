@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "freight/device.h"
+#include "freight/parallel_thresholds.h"
 
 namespace freight {
 
@@ -65,6 +66,12 @@ struct DevicePeaks {
   // times by these fractions.
   std::map<std::string, double> efficiency;
   double efficiency_for(const std::string& type) const;  // 1 for a type not measured
+
+  // ---- CPU: the work per thread from which splitting a kernel over threads pays here ----
+  // (freight/parallel_thresholds.h). Measured with `threads`; parallel_measured is false in a
+  // cache written before Freight measured them, and on a GPU.
+  ParallelThresholds parallel;
+  bool parallel_measured = false;
 
   double spread = 0;  // (slowest − fastest) / median of the GEMM runs: how noisy the machine was
   double load = 0;    // the host's 1-minute load average when measured (/proc/loadavg)

@@ -96,28 +96,33 @@ json to_json(const DevicePeaks& p) {
     levels.push_back({{"bytes", l.bytes}, {"bandwidth", l.bandwidth}});
   json eff = json::object();
   for (const auto& [type, e] : p.efficiency) eff[type] = e;
-  return json{{"levels", levels},
-              {"efficiency", eff},
-              {"device", p.device.str()},
-              {"name", p.name},
-              {"build", p.build},
-              {"measured_at", p.measured_at},
-              {"threads", p.threads},
-              {"fp32_flops", p.fp32_flops},
-              {"gemm_n", p.gemm_n},
-              {"tf32_flops", p.tf32_flops},
-              {"bf16_flops", p.bf16_flops},
-              {"gemm_overhead_s", p.gemm_overhead_s},
-              {"mem_bandwidth", p.mem_bandwidth},
-              {"h2d_pinned", p.h2d_pinned},
-              {"h2d_pageable", p.h2d_pageable},
-              {"d2h_pinned", p.d2h_pinned},
-              {"d2h_pageable", p.d2h_pageable},
-              {"launch_s", p.launch_s},
-              {"op_s", p.op_s},
-              {"train_op_s", p.train_op_s},
-              {"spread", p.spread},
-              {"load", p.load}};
+  json j{{"levels", levels},
+         {"efficiency", eff},
+         {"device", p.device.str()},
+         {"name", p.name},
+         {"build", p.build},
+         {"measured_at", p.measured_at},
+         {"threads", p.threads},
+         {"fp32_flops", p.fp32_flops},
+         {"gemm_n", p.gemm_n},
+         {"tf32_flops", p.tf32_flops},
+         {"bf16_flops", p.bf16_flops},
+         {"gemm_overhead_s", p.gemm_overhead_s},
+         {"mem_bandwidth", p.mem_bandwidth},
+         {"h2d_pinned", p.h2d_pinned},
+         {"h2d_pageable", p.h2d_pageable},
+         {"d2h_pinned", p.d2h_pinned},
+         {"d2h_pageable", p.d2h_pageable},
+         {"launch_s", p.launch_s},
+         {"op_s", p.op_s},
+         {"train_op_s", p.train_op_s},
+         {"spread", p.spread},
+         {"load", p.load}};
+  if (p.parallel_measured)
+    j["parallel"] = {{"conv_macs_per_thread", p.parallel.conv_macs_per_thread},
+                     {"gemm_macs_per_thread", p.parallel.gemm_macs_per_thread},
+                     {"elementwise_per_thread", p.parallel.elementwise_per_thread}};
+  return j;
 }
 
 DevicePeaks from_json(const json& j, const std::string& key) {
@@ -148,6 +153,13 @@ DevicePeaks from_json(const json& j, const std::string& key) {
   p.train_op_s = j.value("train_op_s", 0.0);
   p.spread = j.value("spread", 0.0);
   p.load = j.value("load", 0.0);
+  if (j.contains("parallel")) {
+    const json& t = j.at("parallel");
+    p.parallel.conv_macs_per_thread = t.at("conv_macs_per_thread").get<double>();
+    p.parallel.gemm_macs_per_thread = t.at("gemm_macs_per_thread").get<double>();
+    p.parallel.elementwise_per_thread = t.at("elementwise_per_thread").get<int64_t>();
+    p.parallel_measured = true;
+  }
   return p;
 }
 
@@ -245,7 +257,13 @@ DevicePeaks measure_peaks(Device device) {
     p.op_s = tiny_op_seconds(device);
   }
   p.train_op_s = tiny_train_op_seconds(device);
-  if (device.is_cpu()) p.launch_s = p.op_s;
+  if (device.is_cpu()) {
+    p.launch_s = p.op_s;
+    // Before the efficiencies, which are then measured with the thread split in force.
+    p.parallel = profile::measure_parallel_thresholds();
+    p.parallel_measured = true;
+    set_parallel_thresholds(p.parallel);
+  }
   profile::measure_efficiency(device, p);
   p.measured_at = utc_now();
   try {
@@ -254,6 +272,14 @@ DevicePeaks measure_peaks(Device device) {
     // An unwritable cache costs a later re-measurement, nothing more.
   }
   return p;
+}
+
+bool use_cached_parallel_thresholds() {
+  DevicePeaks p;
+  if (!load_peaks(peaks_key(Device::cpu()), peaks_cache_path(), p) || !p.parallel_measured)
+    return false;
+  set_parallel_thresholds(p.parallel);
+  return true;
 }
 
 DevicePeaks peaks_for(Device device) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/hardware_peaks.h"
+#include "freight/parallel_thresholds.h"
 #include "freight/peaks.h"
 
 namespace freight::profile {
@@ -17,6 +18,11 @@ namespace freight::profile {
 // Fills peaks.efficiency from reference layers run through the public API (calibrate.cpp);
 // needs the other fields measured first.
 void measure_efficiency(Device device, DevicePeaks& peaks);
+
+// Where splitting CPU kernels over threads starts to pay on this machine, measured on all threads
+// (parallel_calibration.cpp); the defaults with one thread. Leaves the thresholds in force as
+// they were.
+ParallelThresholds measure_parallel_thresholds();
 
 using timing_stats::fit_overhead;
 using timing_stats::median;

@@ -107,6 +107,40 @@ TEST_F(Peaks, CacheRoundTripsEveryField) {
   EXPECT_FALSE(load_peaks("key A", (dir_ / "none.json").string(), r));
 }
 
+TEST_F(Peaks, ParallelThresholdsRoundTripAndOldEntriesHaveNone) {
+  DevicePeaks a = fake("with"), b = fake("without");
+  a.parallel.conv_macs_per_thread = 166e3;
+  a.parallel.gemm_macs_per_thread = 131072;
+  a.parallel.elementwise_per_thread = 16384;
+  a.parallel_measured = true;
+  save_peaks(a, file_);
+  save_peaks(b, file_);  // an entry written before the thresholds were measured
+  DevicePeaks r;
+  ASSERT_TRUE(load_peaks("with", file_, r));
+  EXPECT_TRUE(r.parallel_measured);
+  EXPECT_EQ(r.parallel, a.parallel);
+  ASSERT_TRUE(load_peaks("without", file_, r));
+  EXPECT_FALSE(r.parallel_measured);
+  EXPECT_EQ(r.parallel, ParallelThresholds{});
+}
+
+TEST_F(Peaks, CachedParallelThresholdsAreAppliedOnlyWhenMeasured) {
+  const ParallelThresholds saved = parallel_thresholds();
+  DevicePeaks p = fake(peaks_key(Device::cpu()));
+  p.device = Device::cpu();
+  save_peaks(p, file_);
+  EXPECT_FALSE(use_cached_parallel_thresholds());  // an entry without them
+  EXPECT_EQ(parallel_thresholds(), saved);
+  p.parallel.conv_macs_per_thread = 1234;
+  p.parallel.gemm_macs_per_thread = 5678;
+  p.parallel.elementwise_per_thread = 99;
+  p.parallel_measured = true;
+  save_peaks(p, file_);
+  EXPECT_TRUE(use_cached_parallel_thresholds());
+  EXPECT_EQ(parallel_thresholds(), p.parallel);
+  set_parallel_thresholds(saved);
+}
+
 TEST_F(Peaks, PeaksForUsesTheCachedEntryOfThisDeviceAndBuild) {
   DevicePeaks p = fake(peaks_key(Device::cpu()));
   p.device = Device::cpu();
@@ -143,6 +177,7 @@ TEST_F(Peaks, RooflineAndRidge) {
 }
 
 TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {
+  const ParallelThresholds saved = parallel_thresholds();
   DevicePeaks p = measure_peaks(Device::cpu());
   EXPECT_FALSE(p.from_cache);
   EXPECT_GT(p.fp32_flops, 1e9);  // any CPU of this century, even a loaded one
@@ -154,10 +189,22 @@ TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {
   EXPECT_EQ(p.launch_s, p.op_s);
   EXPECT_EQ(p.h2d_pinned, 0);
   EXPECT_GE(p.gemm_overhead_s, 0);
+  // The thread split: measured with several threads, and in force once measured.
+  EXPECT_EQ(p.parallel_measured, true);
+  if (p.threads >= 2) {
+    EXPECT_GT(p.parallel.conv_macs_per_thread, 0);
+    EXPECT_LT(p.parallel.conv_macs_per_thread, 1e9);
+    EXPECT_GE(p.parallel.gemm_macs_per_thread, 0);
+    EXPECT_LT(p.parallel.gemm_macs_per_thread, 1e9);
+    EXPECT_GE(p.parallel.elementwise_per_thread, 1);
+    EXPECT_EQ(parallel_thresholds(), p.parallel);
+  }
   DevicePeaks cached;
   ASSERT_TRUE(load_peaks(peaks_key(Device::cpu()), file_, cached));
   EXPECT_DOUBLE_EQ(cached.fp32_flops, p.fp32_flops);
+  EXPECT_EQ(cached.parallel, p.parallel);
   EXPECT_TRUE(peaks_for(Device::cpu()).from_cache);
+  set_parallel_thresholds(saved);  // the other tests run with the defaults
 }
 
 }  // namespace

@@ -68,6 +68,9 @@ void print_peaks(const DevicePeaks& p) {
              p.device.is_cpu() ? "framework overhead per op" : "through Freight");
   fmt::print("           tiny op, tape  {} (recorded for autograd: forward + backward node)\n",
              micro(p.train_op_s));
+  if (p.parallel_measured)
+    fmt::print("           thread split   from {} (where splitting beat one thread)\n",
+               p.parallel.describe());
   if (!p.efficiency.empty()) {
     std::string line;
     int n = 0;

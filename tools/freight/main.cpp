@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "freight/dist.h"
 #include "freight/error.h"
+#include "freight/parallel_thresholds.h"
 #include "launch.h"
 
 namespace {
@@ -44,6 +45,12 @@ int main(int argc, char** argv) {
                    sub);
       return 1;
     }
+  }
+  // The thread split measured on this machine by `freight devices --measure`, when cached. A
+  // corrupt cache is left to the commands that read the peaks to report.
+  try {
+    freight::use_cached_parallel_thresholds();
+  } catch (const freight::Error&) {
   }
   freight::cli::add_train(app);
   freight::cli::add_eval(app);

@@ -16,7 +16,7 @@ namespace {
 
 // Channels per thread chunk so that a chunk holds enough values to be worth a thread.
 int64_t channel_grain(int64_t n, int64_t s) {
-  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n * s));
+  return std::max<int64_t>(1, elementwise_grain() / std::max<int64_t>(1, n * s));
 }
 
 // A fused ReLU's backward: u·[y > 0] where y = v·ms + mt is the forward's output, recomputed
@@ -108,7 +108,7 @@ template <bool Relu, bool Masked, class T>
 void channel_affine(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const T* ka,
                     const T* kb, const T* kc, const T* ms, const T* mt, T* out) {
   if (s == 1) {
-    parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, c)),
+    parallel_for(n, std::max<int64_t>(1, elementwise_grain() / std::max<int64_t>(1, c)),
                  [&](int64_t i0, int64_t i1) {
                    for (int64_t i = i0; i < i1; ++i) {
                      const T* ur = u + i * c;
@@ -130,7 +130,7 @@ void channel_affine(int64_t n, int64_t c, int64_t s, const T* u, const T* v, con
                  });
     return;
   }
-  parallel_for(n * c, std::max<int64_t>(1, kElementwiseGrain / s), [&](int64_t p0, int64_t p1) {
+  parallel_for(n * c, std::max<int64_t>(1, elementwise_grain() / s), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ch = p % c;
       const T a = ka[ch], k = kc[ch];

@@ -101,7 +101,7 @@ struct PanelEngine {
 
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O));
+    const int nt = threads_for(double(NP) * double(K * O), (NP + NR - 1) / NR);
     const int64_t L = chunk_pixels(K, sizeof(T), NR, (NP + nt - 1) / nt);
     const int64_t a_sz = round_up(O * K, W);
     const int64_t per_thread = K * L + L + kMR * NR;
@@ -146,7 +146,7 @@ struct PanelEngine {
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
     // Threads own whole images (col2im of one image from two threads would race).
-    const int nt = g.n >= 2 ? threads_for(double(NP) * double(K * O)) : 1;
+    const int nt = threads_for(double(NP) * double(K * O), g.n);
     const int64_t L = chunk_pixels(O + kMR, sizeof(T), NR, (NP + nt - 1) / nt);
     const int64_t a_sz = round_up(K * O, W);
     const int64_t per_thread = O * L + L + kMR * L;
@@ -178,7 +178,7 @@ struct PanelEngine {
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
     const int64_t Kp = round_up(K, kMK);  // col rows padded with zeros to whole tiles
-    const int nt = threads_for(double(NP) * double(K * O));
+    const int nt = threads_for(double(NP) * double(K * O), (NP + W - 1) / W);
     const int64_t L = chunk_pixels(Kp + O, sizeof(T), W, (NP + nt - 1) / nt);
     const int64_t acc_sz = round_up(O * Kp + O, W);
     const int64_t per_thread = acc_sz + (Kp + O) * L;
@@ -340,7 +340,7 @@ struct ImplicitEngine {
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const Layout l = layout(g);
-    const int nt = g.n >= 2 ? threads_for(double(g.n * l.pvp) * double(K * O)) : 1;
+    const int nt = threads_for(double(g.n * l.pvp) * double(K * O), (g.n + 1) / 2);  // pairs
     const int64_t a_sz = round_up(O * K, W);
     const int64_t per_thread = l.xsz;
     Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
@@ -416,7 +416,7 @@ struct ImplicitEngine {
     const Layout l = layout(g);
     const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
     const int64_t per_img = l.xsz + ldo * lv;
-    const int nt = threads_for(double(g.n * lv) * double(K * O));
+    const int nt = threads_for(double(g.n * lv) * double(K * O), g.n);
     // Images per group: as many as fit the budget, at least 3 groups per thread (each thread
     // takes a fixed run of groups: see static_grains).
     const int64_t images = std::max<int64_t>(1, g.n / (3 * nt));
@@ -549,7 +549,7 @@ struct DirectEngine {
     const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
     const int64_t ldo = round_up(O, W);
     const bool in_place = g.ph == 0 && g.pw == 0;  // the image is its own padded plane
-    const int nt = g.n >= 2 ? threads_for(double(g.n * P) * double(K * O)) : 1;
+    const int nt = threads_for(double(g.n * P) * double(K * O), g.n);
     const int64_t wt_sz = round_up(K * ldo + ldo, W);
     const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
     const int64_t per_thread = xp_sz + P * ldo;
@@ -609,7 +609,7 @@ struct DirectEngine {
     const bool in_place = g.ph == 0 && g.pw == 0;
     const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
     const int64_t per_img = xp_sz + P * ldo;
-    const int nt = threads_for(double(g.n * P) * double(K * O));
+    const int nt = threads_for(double(g.n * P) * double(K * O), g.n);
     const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1,
                                            std::max<int64_t>(1, g.n / (3 * nt)));
     const int64_t acc_sz = round_up(K * ldo + O, W);

@@ -57,7 +57,7 @@ template <class T>
 struct BlasEngine {
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O));
+    const int nt = threads_for(double(NP) * double(K * O), (NP + 15) / 16);
     const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
     Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
     split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
@@ -81,7 +81,7 @@ struct BlasEngine {
 
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = g.n >= 2 ? threads_for(double(NP) * double(K * O)) : 1;
+    const int nt = threads_for(double(NP) * double(K * O), g.n);
     const int64_t L = chunk_pixels(K + O, sizeof(T), 1, (NP + nt - 1) / nt);
     Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
     split_threads(nt, NP, P, [&](int t, int64_t b, int64_t e) {  // whole images per thread
@@ -99,7 +99,7 @@ struct BlasEngine {
 
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O));
+    const int nt = threads_for(double(NP) * double(K * O), (NP + 15) / 16);
     const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
     const int64_t per_thread = (K + O) * L + O * K + O;
     Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "backend/cpu/conv_tiles.h"
+#include "freight/parallel_thresholds.h"
 #include "freight/tensor.h"
 #include "ops/kernels/conv.h"
 
@@ -156,13 +158,17 @@ void scatter_row(const T* row, const Conv2dGeometry& g, int64_t k, int64_t c0, i
 // Bytes of unrolled operands one thread keeps per chunk: half of a 2 MiB L2.
 constexpr int64_t kChunkBytes = int64_t(1) << 20;
 
-// Threads worth using for `macs` multiply-adds. A parallel region costs a few microseconds,
-// and the second thread pulls its share of the operands over from the calling core's cache:
-// below a million multiply-adds (LeNet-5's convolutions at batch 1) one thread is faster.
-inline int threads_for(double macs) {
+// Threads worth using for `macs` multiply-adds split into at most `pieces` independent parts
+// (images, or units of pixels). A parallel region costs a few microseconds, and each thread
+// pulls its share of the operands over from the calling core's cache: a thread must get at
+// least the machine's measured multiply-adds per thread (freight/parallel_thresholds.h), and a
+// thread without a piece would only add partial sums to zero and add up.
+inline int threads_for(double macs, int64_t pieces) {
   if (omp_in_parallel()) return 1;
-  int t = omp_get_max_threads();
-  return macs < 1e6 ? 1 : t;
+  const double per_thread = std::max(1.0, parallel_thresholds().conv_macs_per_thread);
+  const double worth = std::floor(macs / per_thread);
+  const int64_t t = std::min<int64_t>(omp_get_max_threads(), std::max<int64_t>(1, pieces));
+  return int(std::clamp<double>(worth, 1.0, double(t)));
 }
 
 // Pixels per chunk: `rows` unrolled rows of `elem` bytes fit in the budget; a multiple of

@@ -30,7 +30,7 @@ void dropout_forward_cpu(const Tensor& x, double p, uint64_t seed, uint64_t offs
     T s = T(scale);
     int64_t counters = (n + 3) / 4;
     int64_t blocks = (counters + kCounters - 1) / kCounters;
-    parallel_for(blocks, std::max<int64_t>(1, kElementwiseGrain / (4 * kCounters)),
+    parallel_for(blocks, std::max<int64_t>(1, elementwise_grain() / (4 * kCounters)),
                  [&](int64_t b0, int64_t b1) {
                    uint32_t bits[4 * kCounters];
                    for (int64_t b = b0; b < b1; ++b) {
@@ -75,7 +75,7 @@ void dropout_backward_cpu(const Tensor& grad_y, const Tensor& mask, double scale
     const T* g = static_cast<const T*>(grad_y.data_ptr());
     T* gx = static_cast<T*>(grad_x.data_ptr());
     T s = T(scale);
-    parallel_for(grad_x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    parallel_for(grad_x.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
 #pragma omp simd
       for (int64_t i = b; i < e; ++i) {
         T v = g[i] * s;  // loaded unconditionally so the select vectorises

@@ -27,7 +27,7 @@ void for_each_row(const Shape& shape, const std::array<const Shape*, N>& strides
   int64_t rows = shape_numel(shape) / std::max<int64_t>(cols, 1);
   std::array<int64_t, N> inner;
   for (size_t k = 0; k < N; ++k) inner[k] = (*strides[k])[rank - 1];
-  parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)),
+  parallel_for(rows, std::max<int64_t>(1, elementwise_grain() / std::max<int64_t>(cols, 1)),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
                    std::array<int64_t, N> off{};
@@ -48,7 +48,7 @@ void fill_cpu(Tensor& out, double value) {
     using T = decltype(tag);
     T* p = static_cast<T*>(out.data_ptr());
     T v = T(value);
-    parallel_for(out.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    parallel_for(out.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) p[i] = v;
     });
   });
@@ -60,11 +60,11 @@ void copy_typed(const Tensor& src, Tensor& dst) {
   D* d = static_cast<D*>(dst.data_ptr());
   if (src.is_contiguous() && dst.is_contiguous()) {
     if constexpr (std::is_same_v<S, D>) {
-      parallel_for(src.numel(), kElementwiseGrain * 4, [&](int64_t b, int64_t e) {
+      parallel_for(src.numel(), elementwise_grain() * 4, [&](int64_t b, int64_t e) {
         std::memcpy(d + b, s + b, size_t(e - b) * sizeof(S));
       });
     } else {
-      parallel_for(src.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+      parallel_for(src.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) d[i] = D(s[i]);
       });
     }
@@ -100,7 +100,7 @@ void binary_typed(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* po = static_cast<T*>(out.data_ptr());
   if (a.is_contiguous() && b.is_contiguous()) {
-    parallel_for(out.numel(), kElementwiseGrain, [&](int64_t s, int64_t e) {
+    parallel_for(out.numel(), elementwise_grain(), [&](int64_t s, int64_t e) {
 #pragma omp simd
       for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
     });
@@ -155,7 +155,7 @@ void scalar_cpu(ScalarOp op, const Tensor& a, double s, Tensor& out) {
     const T* x = static_cast<const T*>(a.data_ptr());
     T* y = static_cast<T*>(out.data_ptr());
     T v = T(s);
-    parallel_for(out.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    parallel_for(out.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
       if (op == ScalarOp::Mul) {
 #pragma omp simd
         for (int64_t i = b; i < e; ++i) y[i] = x[i] * v;
@@ -173,7 +173,7 @@ void axpy_cpu(double alpha, const Tensor& x, Tensor& y) {
     const T* px = static_cast<const T*>(x.data_ptr());
     T* py = static_cast<T*>(y.data_ptr());
     T a = T(alpha);
-    parallel_for(y.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    parallel_for(y.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
 #pragma omp simd
       for (int64_t i = b; i < e; ++i) py[i] += a * px[i];
     });
@@ -183,7 +183,7 @@ void axpy_cpu(double alpha, const Tensor& x, Tensor& y) {
 // ---------------------------------------------------------------- unary
 template <class T, class F>
 void map1(const T* x, T* y, int64_t n, F f) {
-  parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+  parallel_for(n, elementwise_grain(), [&](int64_t b, int64_t e) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) y[i] = f(x[i]);
   });
@@ -214,7 +214,7 @@ void unary_cpu(UnaryOp op, const Tensor& x, Tensor& y) {
 // gx = gy · f'(x), each rule written from whichever of x and y = f(x) is cheaper.
 template <class T, class F>
 void map3(const T* a, const T* b, const T* c, T* out, int64_t n, F f) {
-  parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+  parallel_for(n, elementwise_grain(), [&](int64_t s, int64_t e) {
 #pragma omp simd
     for (int64_t i = s; i < e; ++i) out[i] = f(a[i], b[i], c[i]);
   });

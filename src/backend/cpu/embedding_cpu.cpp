@@ -29,7 +29,7 @@ void embedding_forward_cpu(const Tensor& indices, const Tensor& weight, Tensor& 
     using T = decltype(tag);
     const T* w = static_cast<const T*>(weight.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
-    parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / dim), [&](int64_t b, int64_t e) {
+    parallel_for(n, std::max<int64_t>(1, elementwise_grain() / dim), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         std::memcpy(o + i * dim, w + idx[i] * dim, size_t(dim) * sizeof(T));
     });
@@ -55,7 +55,7 @@ void embedding_backward_cpu(const Tensor& indices, const Tensor& grad_out, Tenso
         for (int64_t j = 0; j < dim; ++j) dst[j] += src[j];
       }
     };
-    if ((n + num) * dim < kElementwiseGrain)
+    if ((n + num) * dim < elementwise_grain())
       rows(0, num);
     else
       parallel_for(num, 1, rows);

@@ -26,7 +26,7 @@ double block_sum(int64_t n, int64_t cost, Fn&& fn) {
   int64_t blocks = (n + block - 1) / block;
   if (blocks <= 1) return n > 0 ? fn(int64_t(0), n) : 0.0;
   std::vector<double> partial(size_t(blocks), 0.0);
-  parallel_for(blocks, std::max<int64_t>(1, kElementwiseGrain / (block * cost)),
+  parallel_for(blocks, std::max<int64_t>(1, elementwise_grain() / (block * cost)),
                [&](int64_t b, int64_t e) {
                  for (int64_t k = b; k < e; ++k)
                    partial[size_t(k)] = fn(k * block, std::min(n, (k + 1) * block));
@@ -142,7 +142,7 @@ void cross_entropy_backward_cpu(const Tensor& probs, const Tensor& labels, const
     int64_t n = probs.size(0), c = probs.size(1);
     T k = T(grad_loss.item() / double(n));
     // One flat SIMD pass p · k over the rows of a chunk, then −k at each row's label.
-    parallel_for(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
+    parallel_for(n, std::max<int64_t>(1, elementwise_grain() / std::max<int64_t>(c, 1)),
                  [&](int64_t r0, int64_t r1) {
 #pragma omp simd
                    for (int64_t i = r0 * c; i < r1 * c; ++i) g[i] = p[i] * k;
@@ -181,7 +181,7 @@ void mse_loss_backward_cpu(const Tensor& prediction, const Tensor& target, const
     T* gt = grad_target.defined() ? static_cast<T*>(grad_target.data_ptr()) : nullptr;
     int64_t n = prediction.numel();
     T k = T(2.0 * grad_loss.item() / double(n));
-    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    parallel_for(n, elementwise_grain(), [&](int64_t b, int64_t e) {
       if (gp && gt) {
 #pragma omp simd
         for (int64_t i = b; i < e; ++i) {

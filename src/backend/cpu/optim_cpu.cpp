@@ -40,7 +40,7 @@ void for_each_chunk(const std::vector<Tensor>& params, int arrays, Fn&& fn) {
   }
   const int64_t grain = bytes < kParallelStepBytes
                             ? int64_t(chunks.size())
-                            : std::max<int64_t>(1, kElementwiseGrain / kChunk);
+                            : std::max<int64_t>(1, elementwise_grain() / kChunk);
   parallel_for(int64_t(chunks.size()), grain, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) fn(chunks[c].k, chunks[c].begin, chunks[c].end);
   });

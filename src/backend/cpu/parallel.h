@@ -7,10 +7,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "freight/parallel_thresholds.h"
+
 namespace freight::cpu {
 
-// Elements below which an elementwise loop stays on one thread.
-inline constexpr int64_t kElementwiseGrain = 32768;
+// Elements each thread of an elementwise loop gets at least: measured per machine by `freight
+// devices --measure` (freight/parallel_thresholds.h).
+inline int64_t elementwise_grain() {
+  return parallel_thresholds().elementwise_per_thread;
+}
 
 // Calls fn(begin, end) over [0, n) split into contiguous chunks, one per thread, each of at
 // least `grain` items.

@@ -16,7 +16,7 @@ namespace {
 
 // Planes per thread chunk: enough elements to be worth a thread.
 int64_t plane_grain(const Pool2dGeometry& g) {
-  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, g.h * g.w));
+  return std::max<int64_t>(1, elementwise_grain() / std::max<int64_t>(1, g.h * g.w));
 }
 
 // Rows [r0, r1) and columns [c0, c1) of window (i, j), clipped to the plane.

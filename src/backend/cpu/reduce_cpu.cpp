@@ -13,7 +13,7 @@ void sum_axis_typed(const T* x, int64_t outer, int64_t reduced, int64_t inner, T
   if (inner == 1) {
     // Row sums: contiguous runs, summed in SIMD lanes (a form of pairwise summation that keeps
     // float32 error growth near √n rather than n).
-    parallel_for(outer, std::max<int64_t>(1, kElementwiseGrain / reduced),
+    parallel_for(outer, std::max<int64_t>(1, elementwise_grain() / reduced),
                  [&](int64_t o0, int64_t o1) {
                    for (int64_t o = o0; o < o1; ++o) {
                      const T* row = x + o * reduced;
@@ -37,13 +37,13 @@ void sum_axis_typed(const T* x, int64_t outer, int64_t reduced, int64_t inner, T
     }
   };
   if (outer >= 2 * omp_get_max_threads() || inner < 256) {
-    parallel_for(outer, std::max<int64_t>(1, kElementwiseGrain / (reduced * inner)),
+    parallel_for(outer, std::max<int64_t>(1, elementwise_grain() / (reduced * inner)),
                  [&](int64_t o0, int64_t o1) {
                    for (int64_t o = o0; o < o1; ++o) block(o, 0, inner);
                  });
   } else {
     for (int64_t o = 0; o < outer; ++o)
-      parallel_for(inner, std::max<int64_t>(64, kElementwiseGrain / reduced),
+      parallel_for(inner, std::max<int64_t>(64, elementwise_grain() / reduced),
                    [&](int64_t i0, int64_t i1) { block(o, i0, i1); });
   }
 }
@@ -56,13 +56,12 @@ void sum_axis_cpu(const Tensor& x, int64_t outer, int64_t reduced, int64_t inner
   });
 }
 
-void argmax_axis_cpu(const Tensor& x, int64_t outer, int64_t reduced, int64_t inner,
-                     Tensor& out) {
+void argmax_axis_cpu(const Tensor& x, int64_t outer, int64_t reduced, int64_t inner, Tensor& out) {
   dispatch_all(x.dtype(), "argmax_axis", [&](auto tag) {
     using T = decltype(tag);
     const T* p = static_cast<const T*>(x.data_ptr());
     int64_t* o = out.data<int64_t>();
-    parallel_for(outer * inner, std::max<int64_t>(1, kElementwiseGrain / reduced),
+    parallel_for(outer * inner, std::max<int64_t>(1, elementwise_grain() / reduced),
                  [&](int64_t b, int64_t e) {
                    for (int64_t k = b; k < e; ++k) {
                      int64_t oi = k / inner, ii = k % inner;

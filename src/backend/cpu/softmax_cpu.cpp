@@ -27,12 +27,12 @@ constexpr int64_t kBlockElems = 2048;  // elements per block of short rows (fits
 template <class RowsFn, class TileFn>
 void for_each_slice(int64_t outer, int64_t n, int64_t inner, RowsFn&& rows, TileFn&& tile) {
   if (inner == 1) {
-    parallel_for(outer, std::max<int64_t>(1, kElementwiseGrain / n), rows);
+    parallel_for(outer, std::max<int64_t>(1, elementwise_grain() / n), rows);
     return;
   }
   int64_t tiles_per = (inner + kTile - 1) / kTile;
   int64_t width = std::min(inner, kTile);
-  parallel_for(outer * tiles_per, std::max<int64_t>(1, kElementwiseGrain / (n * width)),
+  parallel_for(outer * tiles_per, std::max<int64_t>(1, elementwise_grain() / (n * width)),
                [&](int64_t b, int64_t e) {
                  for (int64_t t = b; t < e; ++t) {
                    int64_t o = t / tiles_per, i0 = (t % tiles_per) * kTile;

@@ -1,0 +1,133 @@
+// Where splitting a CPU kernel over threads starts to pay, on this machine
+// (freight/parallel_thresholds.h). Each kind of kernel runs through the public API over a ladder
+// of sizes twice: with its threshold at 0 (split whenever there is a piece per thread) and at
+// infinity (one thread). The threshold is the work per thread of the smallest size from which
+// the split is faster at every larger size of the ladder; when it never is, twice the largest
+// size. Wall time here, not the thread's CPU time that the other peaks use: what a split costs is
+// the wait for the other threads (their start and their join), which is wall time. Each figure is
+// a median of repeated calls, so a preempted call does not move it.
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "freight/autograd.h"
+#include "freight/ops.h"
+#include "freight/parallel_thresholds.h"
+#include "freight/runtime.h"
+#include "profile/peaks_device.h"
+
+namespace freight::profile {
+namespace {
+
+// Work no kernel reaches: a threshold that keeps everything on one thread.
+constexpr double kNever = 1e30;
+constexpr int64_t kNeverElements = int64_t(1) << 40;
+
+// Seconds per call of fn: calls are grouped so each timed group takes about 200 µs, then the
+// median of 15 groups.
+template <class Fn>
+double wall_seconds(Fn&& fn) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  auto t0 = Clock::now();
+  fn();
+  double once = std::max(1e-7, std::chrono::duration<double>(Clock::now() - t0).count());
+  const int inner = int(std::clamp(2e-4 / once, 1.0, 1000.0));
+  return median_seconds(false, 15,
+                        [&] {
+                          for (int i = 0; i < inner; ++i) fn();
+                        }) /
+         inner;
+}
+
+// `work[i]`: the work per thread of rung i; `split[i]`, `one[i]`: its seconds split and on one
+// thread. A split must save at least 3% to count (timings of a few microseconds are noisy).
+double crossover(const std::vector<double>& work, const std::vector<double>& split,
+                 const std::vector<double>& one) {
+  size_t from = work.size();
+  while (from > 0 && split[from - 1] < 0.97 * one[from - 1]) --from;
+  return from == work.size() ? 2 * work.back() : work[from];
+}
+
+// Runs `fn(rung)` for every rung under the thresholds `on` (split) and `off` (one thread).
+template <class Fn>
+void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::vector<double>& split,
+            std::vector<double>& one, Fn&& fn) {
+  split.assign(rungs, 0), one.assign(rungs, 0);
+  for (size_t i = 0; i < rungs; ++i) {
+    set_parallel_thresholds(on);
+    split[i] = wall_seconds([&] { fn(i); });
+    set_parallel_thresholds(off);
+    one[i] = wall_seconds([&] { fn(i); });
+  }
+}
+
+}  // namespace
+
+ParallelThresholds measure_parallel_thresholds() {
+  const ParallelThresholds saved = parallel_thresholds();
+  const int threads = num_threads();
+  ParallelThresholds result;
+  if (threads < 2) return result;  // nothing to split
+  NoGradGuard no_grad;
+  std::vector<double> work, split, one;
+  try {
+    // Convolutions: a 3x3 convolution of 16 channels to 16 over two images per thread (the
+    // engines split over images, the forward over pairs of them), growing images.
+    {
+      const std::vector<int64_t> sides = {4, 6, 8, 11, 16, 22, 32, 45};
+      std::vector<Tensor> xs;
+      Tensor w = Tensor::uniform({16, 16, 3, 3}, -0.1, 0.1);
+      work.clear();
+      for (int64_t s : sides) {
+        xs.push_back(Tensor::uniform({2 * threads, 16, s, s}, -1, 1));
+        work.push_back(2 * double(s * s) * 16 * 9 * 16);
+      }
+      ParallelThresholds on = saved, off = saved;
+      on.conv_macs_per_thread = 0, off.conv_macs_per_thread = kNever;
+      ladder(sides.size(), on, off, split, one, [&](size_t i) {
+        (void)conv2d(xs[i], w, Tensor(), {1, 1}, {1, 1});
+      });
+      result.conv_macs_per_thread = crossover(work, split, one);
+    }
+    // GEMMs: one row against a square weight (a linear layer at batch 1), growing widths.
+    {
+      const std::vector<int64_t> widths = {64, 128, 256, 512, 1024, 2048};
+      std::vector<Tensor> xs, ws;
+      work.clear();
+      for (int64_t n : widths) {
+        xs.push_back(Tensor::uniform({1, n}, -1, 1));
+        ws.push_back(Tensor::uniform({n, n}, -0.1, 0.1));
+        work.push_back(double(n) * double(n) / threads);
+      }
+      ParallelThresholds on = saved, off = saved;
+      on.gemm_macs_per_thread = 0, off.gemm_macs_per_thread = kNever;
+      ladder(widths.size(), on, off, split, one, [&](size_t i) { (void)matmul(xs[i], ws[i]); });
+      // OpenBLAS's own rule wins from the smallest rung up: keep it.
+      const double c = crossover(work, split, one);
+      result.gemm_macs_per_thread = c <= work.front() ? 0.0 : c;
+    }
+    // Elementwise: the sum of two vectors, growing lengths.
+    {
+      std::vector<Tensor> as, bs;
+      work.clear();
+      for (int64_t n = 4096; n <= (int64_t(1) << 21); n *= 2) {
+        as.push_back(Tensor::uniform({n}, -1, 1));
+        bs.push_back(Tensor::uniform({n}, -1, 1));
+        work.push_back(double(n) / threads);
+      }
+      ParallelThresholds on = saved, off = saved;
+      on.elementwise_per_thread = 1;
+      off.elementwise_per_thread = kNeverElements;
+      ladder(as.size(), on, off, split, one, [&](size_t i) { (void)add(as[i], bs[i]); });
+      result.elementwise_per_thread = int64_t(crossover(work, split, one));
+    }
+  } catch (...) {
+    set_parallel_thresholds(saved);
+    throw;
+  }
+  set_parallel_thresholds(saved);
+  return result;
+}
+
+}  // namespace freight::profile

@@ -1,0 +1,149 @@
+// The thread-split thresholds (freight/parallel_thresholds.h): bad values are refused; every
+// kernel gives the same results split and on one thread (forced by thresholds of 0 and of more
+// work than any test has), bit for bit where each output element is computed by one thread; and
+// the GEMM's cap on OpenBLAS's team is undone after the call.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+
+#include "common/test_util.h"
+#include "freight/freight.h"
+#include "freight/parallel_thresholds.h"
+
+namespace freight {
+namespace {
+
+constexpr double kNever = 1e30;
+
+// Restores the thresholds in force when a test ends.
+class ParallelThresholdsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { saved_ = parallel_thresholds(); }
+  void TearDown() override { set_parallel_thresholds(saved_); }
+  static ParallelThresholds always() {
+    ParallelThresholds t;
+    t.conv_macs_per_thread = 0;
+    t.gemm_macs_per_thread = 0;
+    t.elementwise_per_thread = 1;
+    return t;
+  }
+  static ParallelThresholds never() {
+    ParallelThresholds t;
+    t.conv_macs_per_thread = kNever;
+    t.gemm_macs_per_thread = kNever;
+    t.elementwise_per_thread = int64_t(1) << 40;
+    return t;
+  }
+  ParallelThresholds saved_;
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), size_t(a.numel()) * dtype_size(a.dtype())) == 0;
+}
+
+TEST_F(ParallelThresholdsTest, BadValuesAreRefusedNamingThem) {
+  ParallelThresholds t;
+  t.conv_macs_per_thread = -1;
+  try {
+    set_parallel_thresholds(t);
+    FAIL() << "a negative threshold was taken";
+  } catch (const Error& e) {
+    EXPECT_TRUE(test::has(e.what(), "conv -1")) << e.what();
+  }
+  t = ParallelThresholds{};
+  t.gemm_macs_per_thread = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(set_parallel_thresholds(t), Error);
+  t = ParallelThresholds{};
+  t.elementwise_per_thread = 0;
+  EXPECT_THROW(set_parallel_thresholds(t), Error);
+  EXPECT_EQ(parallel_thresholds(), saved_);  // nothing taken from a refused call
+}
+
+TEST_F(ParallelThresholdsTest, DescribeNamesEveryThreshold) {
+  ParallelThresholds t;
+  t.conv_macs_per_thread = 2.5e6;
+  t.gemm_macs_per_thread = 131072;
+  t.elementwise_per_thread = 16384;
+  EXPECT_EQ(t.describe(),
+            "conv 2.5M MACs, GEMM 131k MACs, elementwise 16384 elements (per thread)");
+  t.gemm_macs_per_thread = 0;
+  EXPECT_TRUE(test::has(t.describe(), "GEMM OpenBLAS's rule")) << t.describe();
+}
+
+// A convolution's forward and both gradients, split wherever the engines can and on one thread.
+struct ConvResults {
+  Tensor y, dx, dw, db;
+};
+ConvResults conv_step(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& gy,
+                      Pair stride) {
+  Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+  x.set_requires_grad(), w.set_requires_grad(), b.set_requires_grad();
+  Tensor y = conv2d(x, w, b, stride, {1, 1});
+  y.backward(gy);
+  return {y.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+TEST_F(ParallelThresholdsTest, ConvolutionsAgreeSplitAndOnOneThread) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing splits";
+  Generator gen(7);
+  // Batches of 1 (the engines that split over images keep one thread), 2, 3 and 5 images;
+  // stride 1 (implicit and direct engines) and 2 (panels).
+  for (int64_t n : {1, 2, 3, 5})
+    for (int64_t s : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << "batch " << n << ", stride " << s);
+      Tensor x = Tensor::normal({n, 5, 13, 11}, 0, 1, DType::F32, Device::cpu(), &gen);
+      Tensor w = Tensor::normal({24, 5, 3, 3}, 0, 0.2, DType::F32, Device::cpu(), &gen);
+      Tensor b = Tensor::normal({24}, 0, 1, DType::F32, Device::cpu(), &gen);
+      const int64_t oh = (13 + 2 - 3) / s + 1, ow = (11 + 2 - 3) / s + 1;
+      Tensor gy = Tensor::normal({n, 24, oh, ow}, 0, 1, DType::F32, Device::cpu(), &gen);
+      set_parallel_thresholds(always());
+      ConvResults split = conv_step(x, w, b, gy, {s, s});
+      set_parallel_thresholds(never());
+      ConvResults one = conv_step(x, w, b, gy, {s, s});
+      // Each output element of y and dx comes from one thread; dW and db add the threads'
+      // partial sums in another order.
+      EXPECT_TRUE(same_bits(split.y, one.y));
+      EXPECT_TRUE(same_bits(split.dx, one.dx));
+      EXPECT_TRUE(test::all_close(split.dw, one.dw, 1e-5, 1e-5));
+      EXPECT_TRUE(test::all_close(split.db, one.db, 1e-5, 1e-5));
+    }
+}
+
+TEST_F(ParallelThresholdsTest, ElementwiseIsBitIdenticalSplitAndOnOneThread) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing splits";
+  Generator gen(3);
+  Tensor a = Tensor::normal({1000, 37}, 0, 1, DType::F32, Device::cpu(), &gen);
+  Tensor b = Tensor::normal({1000, 37}, 0, 1, DType::F32, Device::cpu(), &gen);
+  set_parallel_thresholds(always());
+  Tensor s1 = relu(add(a, b)), m1 = softmax(a, 1);
+  set_parallel_thresholds(never());
+  Tensor s2 = relu(add(a, b)), m2 = softmax(a, 1);
+  EXPECT_TRUE(same_bits(s1, s2));
+  EXPECT_TRUE(same_bits(m1, m2));
+}
+
+TEST_F(ParallelThresholdsTest, GemmCapIsUndoneAfterTheCall) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: no team to cap";
+  const int threads = num_threads();
+  Generator gen(5);
+  Tensor a = Tensor::normal({64, 300}, 0, 1, DType::F32, Device::cpu(), &gen);
+  Tensor b = Tensor::normal({300, 200}, 0, 1, DType::F32, Device::cpu(), &gen);
+  set_parallel_thresholds(never());
+  Tensor capped = matmul(a, b);  // one thread
+  EXPECT_EQ(omp_get_max_threads(), threads);
+  EXPECT_EQ(num_threads(), threads);
+  set_parallel_thresholds(always());
+  Tensor team = matmul(a, b);
+  EXPECT_TRUE(test::all_close(capped, team, 1e-5, 1e-5));
+  // The float64 product against the float32 one: the cap covers both.
+  set_parallel_thresholds(never());
+  Tensor d = matmul(a.to(DType::F64), b.to(DType::F64));
+  EXPECT_EQ(omp_get_max_threads(), threads);
+  EXPECT_TRUE(test::all_close(d.to(DType::F32), team, 1e-4, 1e-4));
+}
+
+}  // namespace
+}  // namespace freight
