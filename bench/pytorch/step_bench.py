@@ -82,6 +82,9 @@ class Blas:
             d["flavour"] = "openblas-openmp"
         elif "openblas-pthread" in (self.path or ""):
             d["flavour"] = "openblas-pthread"
+        elif self.path is None:
+            # PyPI's wheels link their BLAS in (MKL on x86-64); convolutions go to oneDNN.
+            d["flavour"] = "built-in MKL" if torch.backends.mkl.is_available() else "built-in BLAS"
         return d
 
     def set_threads(self, n):

@@ -79,6 +79,7 @@ struct Options {
   std::string out = "freight-bench", name = "bench", vs, nproc;
   std::string python = "/usr/bin/python3", pytorch_script;
   bool quick = false, keep_coretype = false, no_plots = false, remeasure_peaks = false;
+  bool pytorch_compile = false;   // also torch.compile on the CPU
   std::optional<double> seconds;  // unset: 1, or 0.25 with --quick
   double max_step_seconds = 2.5;
   int min_rounds = 3;
@@ -216,8 +217,9 @@ class PyTorchSide {
       skipped = fmt::format("the PyTorch script '{}' is not found (--pytorch-script)", script);
       return;
     }
-    if (::access(o.python.c_str(), X_OK) != 0) {
-      skipped = fmt::format("{} is not an executable Python (--python)", o.python);
+    const std::vector<std::string> pythons = split(o.python);
+    if (pythons.empty()) {
+      skipped = "--python names no Python";
       return;
     }
     bench::EnvChanges base;
@@ -233,37 +235,67 @@ class PyTorchSide {
       flavours.emplace_back("openblas-openmp", env);
       break;
     }
-    std::vector<std::string> seen_libraries;
-    for (auto& [tag, env] : flavours) {
-      std::string log = (fs::path(dir) / fmt::format("{}-pytorch-{}.log", o.name, tag)).string();
-      fs::remove(log);
-      try {
-        auto w = std::make_unique<bench::JsonLinesWorker>(
-            std::vector<std::string>{o.python, script, "--serve"}, env, log);
-        const json& g = w->greeting();
-        std::string lib = g.at("blas").value("library", "unknown");
-        if (std::find(seen_libraries.begin(), seen_libraries.end(), lib) != seen_libraries.end())
-          continue;  // LD_LIBRARY_PATH changed nothing: the same BLAS as before
-        seen_libraries.push_back(lib);
-        std::string flavour = g.at("blas").value("flavour", fs::path(lib).filename().string());
-        json wi{{"blas_flavour", flavour}, {"greeting", g}};
-        wi["environment"] = json::object();
-        for (const auto& [k, v] : env) wi["environment"][k] = v ? json(*v) : json("(unset)");
-        info["workers"].push_back(wi);
-        if (!info.contains("version")) {
-          info["version"] = g.value("version", "");
-          info["python"] = g.value("python", "");
+    std::vector<std::string> failures, versions, python_versions;
+    for (size_t pi = 0; pi < pythons.size(); ++pi) {
+      const std::string& python = pythons[pi];
+      if (::access(python.c_str(), X_OK) != 0) {
+        failures.push_back(fmt::format("{} is not an executable Python (--python)", python));
+        continue;
+      }
+      std::vector<std::string> seen_libraries;
+      for (auto& [tag, env] : flavours) {
+        std::string log =
+            (fs::path(dir) / fmt::format("{}-pytorch{}-{}.log", o.name,
+                                         pythons.size() > 1 ? std::to_string(pi + 1) : "", tag))
+                .string();
+        fs::remove(log);
+        try {
+          auto w = std::make_unique<bench::JsonLinesWorker>(
+              std::vector<std::string>{python, script, "--serve"}, env, log);
+          const json& g = w->greeting();
+          std::string lib = g.at("blas").value("library", "unknown");
+          if (std::find(seen_libraries.begin(), seen_libraries.end(), lib) != seen_libraries.end())
+            continue;  // LD_LIBRARY_PATH changed nothing: the same BLAS as before
+          seen_libraries.push_back(lib);
+          std::string flavour = g.at("blas").value("flavour", fs::path(lib).filename().string());
+          // With several PyTorches, each configuration names its version.
+          if (pythons.size() > 1)
+            flavour = fmt::format("torch {} {}", g.value("version", "?"), flavour);
+          json wi{{"blas_flavour", flavour}, {"greeting", g}};
+          wi["environment"] = json::object();
+          for (const auto& [k, v] : env) wi["environment"][k] = v ? json(*v) : json("(unset)");
+          info["workers"].push_back(wi);
+          if (seen_libraries.size() == 1) {
+            versions.push_back(g.value("version", ""));
+            python_versions.push_back(g.value("python", ""));
+          }
+          compiles_.push_back(g.value("compile", false));
+          workers_.push_back(std::move(w));
+          flavours_.push_back(flavour);
+        } catch (const Error& e) {
+          if (seen_libraries.empty())
+            failures.push_back(fmt::format("PyTorch could not start ({}): {}", python, e.what()));
+          else
+            notes.push_back(fmt::format("PyTorch ({}) with {} BLAS could not start: {}", python,
+                                        tag, e.what()));
+          if (seen_libraries.empty()) break;
         }
-        workers_.push_back(std::move(w));
-        flavours_.push_back(flavour);
-      } catch (const Error& e) {
-        if (workers_.empty()) {
-          skipped = fmt::format("PyTorch could not start ({}): {}", o.python, e.what());
-          return;
-        }
-        notes.push_back(fmt::format("PyTorch with {} BLAS could not start: {}", tag, e.what()));
       }
     }
+    if (workers_.empty()) {
+      std::string why;
+      for (const std::string& f : failures) why += (why.empty() ? "" : "; ") + f;
+      skipped = why;
+      return;
+    }
+    for (const std::string& f : failures) notes.push_back(f);
+    auto join = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+      return out;
+    };
+    info["version"] = join(versions);
+    info["python"] = join(python_versions);
     // CPU configurations: every worker with 1 thread and with each Freight thread setting.
     std::vector<int> ts{1};
     for (int t : cpu_threads)
@@ -273,6 +305,23 @@ class PyTorchSide {
         cpu.push_back({workers_[i].get(),
                        fmt::format("{} thread{}, {}", t, t == 1 ? "" : "s", flavours_[i]),
                        flavours_[i], t});
+    // torch.compile on the CPU (--pytorch-compile): each PyTorch that has it, its first BLAS
+    // flavour, on the most threads (compiling takes tens of seconds per model and batch size).
+    if (o.pytorch_compile) {
+      const int most = *std::max_element(ts.begin(), ts.end());
+      std::vector<std::string> compiled;
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        const std::string version = workers_[i]->greeting().value("version", "");
+        if (!compiles_[i] || std::find(compiled.begin(), compiled.end(), version) != compiled.end())
+          continue;
+        compiled.push_back(version);
+        cpu.push_back(
+            {workers_[i].get(),
+             fmt::format("{} thread{}, {}, compile", most, most == 1 ? "" : "s", flavours_[i]),
+             flavours_[i], most, "cpu", true});
+      }
+      if (compiled.empty()) notes.push_back("--pytorch-compile: no PyTorch here has torch.compile");
+    }
     // GPU configurations: eager, and torch.compile when this PyTorch has it.
     const json& g0 = workers_.front()->greeting();
     if (!gpus.empty()) {
@@ -304,6 +353,7 @@ class PyTorchSide {
  private:
   std::vector<std::unique_ptr<bench::JsonLinesWorker>> workers_;
   std::vector<std::string> flavours_;
+  std::vector<bool> compiles_;  // whether worker i's PyTorch has torch.compile
 };
 
 // PyTorch's answer for one configuration, with the config's description added.
@@ -658,8 +708,13 @@ void add_bench(CLI::App& app) {
                   "Skip rows whose first step takes longer (0: never)")
       ->capture_default_str()
       ->check(in_range(RealRange{0, limits::kInf}));
-  cmd->add_option("--python", o->python, "Python with torch for --vs pytorch")
+  cmd->add_option("--python", o->python,
+                  "Python with torch for --vs pytorch; several, comma-separated, to compare "
+                  "each PyTorch (e.g. Debian's and one from PyPI) in the same run")
       ->capture_default_str();
+  cmd->add_flag("--pytorch-compile", o->pytorch_compile,
+                "With --vs pytorch, also time torch.compile'd models on the CPU (on all threads; "
+                "compiling adds tens of seconds per model and batch size)");
   cmd->add_option("--pytorch-script", o->pytorch_script,
                   "bench/pytorch/step_bench.py (default: the source tree's)");
   cmd->add_flag("--keep-openblas-coretype", o->keep_coretype,
@@ -752,11 +807,12 @@ void add_bench(CLI::App& app) {
             "PyTorch ran with MALLOC_TRIM_THRESHOLD_={} and MALLOC_MMAP_THRESHOLD_={} (glibc "
             "never trims its heap nor mmaps blocks under 4 GiB, so freed tensors are reused "
             "like Freight's cache reuses them), OPENBLAS_CORETYPE unset, and for each row the "
-            "fastest of its configurations: torch.set_num_threads (with "
-            "openblas_set_num_threads) in 1 and the row's thread count, and BLAS flavours "
-            "Debian's default (openblas-pthread) and LD_LIBRARY_PATH=<multiarch>/"
-            "openblas-openmp; a Freight row is compared with PyTorch using at most as many "
-            "threads",
+            "fastest of its configurations: each PyTorch given to --python, "
+            "torch.set_num_threads (with openblas_set_num_threads) in 1 and the row's thread "
+            "count, BLAS flavours its default and, where it loads the system's OpenBLAS, "
+            "LD_LIBRARY_PATH=<multiarch>/openblas-openmp, and with --pytorch-compile "
+            "torch.compile on all threads; a Freight row is compared with PyTorch using at "
+            "most as many threads",
             kPyTorchMallocEnv[0].second, kPyTorchMallocEnv[1].second));
       }
       doc["pytorch"] = info;
