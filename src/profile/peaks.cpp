@@ -259,10 +259,13 @@ DevicePeaks measure_peaks(Device device) {
   p.train_op_s = tiny_train_op_seconds(device);
   if (device.is_cpu()) {
     p.launch_s = p.op_s;
-    // Before the efficiencies, which are then measured with the thread split in force.
-    p.parallel = profile::measure_parallel_thresholds();
-    p.parallel_measured = true;
-    set_parallel_thresholds(p.parallel);
+    // Before the efficiencies, which are then measured with the thread split in force. On one
+    // thread there is nothing to split: the thresholds in force stay.
+    if (num_threads() >= 2) {
+      p.parallel = profile::measure_parallel_thresholds();
+      p.parallel_measured = true;
+      set_parallel_thresholds(p.parallel);
+    }
   }
   profile::measure_efficiency(device, p);
   p.measured_at = utc_now();

@@ -9,6 +9,7 @@
 
 #include "freight/error.h"
 #include "freight/peaks.h"
+#include "freight/runtime.h"
 
 namespace freight {
 namespace {
@@ -190,7 +191,7 @@ TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {
   EXPECT_EQ(p.h2d_pinned, 0);
   EXPECT_GE(p.gemm_overhead_s, 0);
   // The thread split: measured with several threads, and in force once measured.
-  EXPECT_EQ(p.parallel_measured, true);
+  EXPECT_EQ(p.parallel_measured, p.threads >= 2);
   if (p.threads >= 2) {
     EXPECT_GT(p.parallel.conv_macs_per_thread, 0);
     EXPECT_LT(p.parallel.conv_macs_per_thread, 1e9);
@@ -205,6 +206,20 @@ TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {
   EXPECT_EQ(cached.parallel, p.parallel);
   EXPECT_TRUE(peaks_for(Device::cpu()).from_cache);
   set_parallel_thresholds(saved);  // the other tests run with the defaults
+}
+
+TEST_F(Peaks, MeasuringOneThreadLeavesTheThreadSplitAlone) {
+  const ParallelThresholds saved = parallel_thresholds();
+  const int threads = num_threads();
+  ParallelThresholds mine;
+  mine.conv_macs_per_thread = 777;
+  set_parallel_thresholds(mine);
+  set_num_threads(1);
+  DevicePeaks p = measure_peaks(Device::cpu());
+  set_num_threads(threads);
+  EXPECT_FALSE(p.parallel_measured);
+  EXPECT_EQ(parallel_thresholds(), mine);  // a later 1-thread row must not undo the measured split
+  set_parallel_thresholds(saved);
 }
 
 }  // namespace
