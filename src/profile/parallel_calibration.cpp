@@ -69,29 +69,40 @@ ParallelThresholds measure_parallel_thresholds() {
   const int threads = num_threads();
   ParallelThresholds result;
   if (threads < 2) return result;  // nothing to split
-  NoGradGuard no_grad;
   std::vector<double> work, split, one;
   try {
-    // Convolutions: a 3x3 convolution of 16 channels to 16 over two images per thread (the
-    // engines split over images, the forward over pairs of them), growing images.
+    // Convolutions: a 3x3 convolution of 16 channels to 16, forward and both gradients, on one
+    // image of growing size. At batch 1 the engines split the rows, tiles or taps of the image,
+    // the costliest split to start (a fork and join per pass, the operands of one image shared);
+    // over images (larger batches) a split pays from less work per thread, so this threshold is
+    // on the safe side there. The work per thread is one pass's multiply-adds over the threads.
     {
-      const std::vector<int64_t> sides = {4, 6, 8, 11, 16, 22, 32, 45};
-      std::vector<Tensor> xs;
+      const std::vector<int64_t> sides = {6, 8, 11, 16, 22, 32, 45, 64};
+      std::vector<Tensor> xs, gys;
       Tensor w = Tensor::uniform({16, 16, 3, 3}, -0.1, 0.1);
+      w.set_requires_grad();
       work.clear();
       for (int64_t s : sides) {
-        xs.push_back(Tensor::uniform({2 * threads, 16, s, s}, -1, 1));
-        work.push_back(2 * double(s * s) * 16 * 9 * 16);
+        xs.push_back(Tensor::uniform({1, 16, s, s}, -1, 1));
+        xs.back().set_requires_grad();
+        gys.push_back(Tensor::uniform({1, 16, s, s}, -1, 1));
+        work.push_back(double(s * s) * 16 * 9 * 16 / threads);
       }
       ParallelThresholds on = saved, off = saved;
       on.conv_macs_per_thread = 0, off.conv_macs_per_thread = kNever;
+      const bool recording = grad_enabled();  // the gradients need the tape
+      set_grad_enabled(true);
       ladder(sides.size(), on, off, split, one, [&](size_t i) {
-        (void)conv2d(xs[i], w, Tensor(), {1, 1}, {1, 1});
+        Tensor y = conv2d(xs[i], w, Tensor(), {1, 1}, {1, 1});
+        y.backward(gys[i]);
+        xs[i].zero_grad(), w.zero_grad();
       });
+      set_grad_enabled(recording);
       result.conv_macs_per_thread = crossover(work, split, one);
     }
     // GEMMs: one row against a square weight (a linear layer at batch 1), growing widths.
     {
+      NoGradGuard no_grad;
       const std::vector<int64_t> widths = {64, 128, 256, 512, 1024, 2048};
       std::vector<Tensor> xs, ws;
       work.clear();
@@ -109,6 +120,7 @@ ParallelThresholds measure_parallel_thresholds() {
     }
     // Elementwise: the sum of two vectors, growing lengths.
     {
+      NoGradGuard no_grad;
       std::vector<Tensor> as, bs;
       work.clear();
       for (int64_t n = 4096; n <= (int64_t(1) << 21); n *= 2) {

@@ -89,27 +89,35 @@ ConvResults conv_step(const Tensor& x0, const Tensor& w0, const Tensor& b0, cons
 TEST_F(ParallelThresholdsTest, ConvolutionsAgreeSplitAndOnOneThread) {
   if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing splits";
   Generator gen(7);
-  // Batches of 1 (the engines that split over images keep one thread), 2, 3 and 5 images;
-  // stride 1 (implicit and direct engines) and 2 (panels).
-  for (int64_t n : {1, 2, 3, 5})
-    for (int64_t s : {1, 2}) {
-      SCOPED_TRACE(testing::Message() << "batch " << n << ", stride " << s);
-      Tensor x = Tensor::normal({n, 5, 13, 11}, 0, 1, DType::F32, Device::cpu(), &gen);
-      Tensor w = Tensor::normal({24, 5, 3, 3}, 0, 0.2, DType::F32, Device::cpu(), &gen);
-      Tensor b = Tensor::normal({24}, 0, 1, DType::F32, Device::cpu(), &gen);
-      const int64_t oh = (13 + 2 - 3) / s + 1, ow = (11 + 2 - 3) / s + 1;
-      Tensor gy = Tensor::normal({n, 24, oh, ow}, 0, 1, DType::F32, Device::cpu(), &gen);
-      set_parallel_thresholds(always());
-      ConvResults split = conv_step(x, w, b, gy, {s, s});
-      set_parallel_thresholds(never());
-      ConvResults one = conv_step(x, w, b, gy, {s, s});
-      // Each output element of y and dx comes from one thread; dW and db add the threads'
-      // partial sums in another order.
-      EXPECT_TRUE(same_bits(split.y, one.y));
-      EXPECT_TRUE(same_bits(split.dx, one.dx));
-      EXPECT_TRUE(test::all_close(split.dw, one.dw, 1e-5, 1e-5));
-      EXPECT_TRUE(test::all_close(split.db, one.db, 1e-5, 1e-5));
-    }
+  // Batches of 1 (the engines that split over images split rows, tiles or taps of one image
+  // instead), 2, 3 and 5 images; stride 1 and 2; 8 output channels (implicit engine, panels)
+  // and 40 (direct engine).
+  const std::pair<int64_t, int64_t> channels[] = {{5, 8}, {36, 40}};  // (in, out)
+  for (auto [c, o] : channels)
+    for (int64_t n : {1, 2, 3, 5})
+      for (int64_t s : {1, 2}) {
+        SCOPED_TRACE(testing::Message() << "batch " << n << ", stride " << s << ", " << c << " -> "
+                                        << o << " channels");
+        Tensor x = Tensor::normal({n, c, 13, 11}, 0, 1, DType::F32, Device::cpu(), &gen);
+        Tensor w = Tensor::normal({o, c, 3, 3}, 0, 0.2, DType::F32, Device::cpu(), &gen);
+        Tensor b = Tensor::normal({o}, 0, 1, DType::F32, Device::cpu(), &gen);
+        const int64_t oh = (13 + 2 - 3) / s + 1, ow = (11 + 2 - 3) / s + 1;
+        Tensor gy = Tensor::normal({n, o, oh, ow}, 0, 1, DType::F32, Device::cpu(), &gen);
+        set_parallel_thresholds(always());
+        ConvResults split = conv_step(x, w, b, gy, {s, s});
+        set_parallel_thresholds(never());
+        ConvResults one = conv_step(x, w, b, gy, {s, s});
+        // Each output element of y and dx comes from one thread; dW and db add the threads'
+        // partial sums in another order, except at batch 1, where the threads split the taps of
+        // dW (stride 1, the direct engine) and each sums all pixels.
+        EXPECT_TRUE(same_bits(split.y, one.y));
+        EXPECT_TRUE(same_bits(split.dx, one.dx));
+        if (n == 1 && s == 1 && o >= 16) {
+          EXPECT_TRUE(same_bits(split.dw, one.dw));
+        }
+        EXPECT_TRUE(test::all_close(split.dw, one.dw, 1e-5, 1e-5));
+        EXPECT_TRUE(test::all_close(split.db, one.db, 1e-5, 1e-5));
+      }
 }
 
 TEST_F(ParallelThresholdsTest, ElementwiseIsBitIdenticalSplitAndOnOneThread) {

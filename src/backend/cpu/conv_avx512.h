@@ -357,6 +357,44 @@ struct ImplicitEngine {
     // next image (only thrown-away columns), so just the batch's last image needs the copy.
     const bool in_place = g.ph == 0 && g.pw == 0 && img_in >= l.xsz - g.c * l.plane;
     const int64_t lines = img_in * int64_t(sizeof(T)) / 64;
+    // Tiles [j0, j1) of image img, whose padded planes are at src; `next` (or null) is the
+    // image to bring towards the cache meanwhile.
+    auto tiles = [&](int64_t img, const T* src, const char* next, int64_t j0, int64_t j1) {
+      const int64_t per_tile = (lines + l.tiles - 1) / l.tiles;
+      for (int64_t j = j0; j < j1; ++j) {
+        if (next)
+          for (int64_t q = j * per_tile; q < std::min(lines, (j + 1) * per_tile); ++q)
+            _mm_prefetch(next + q * 64, _MM_HINT_T1);
+        VirtualStore st{nullptr, P, {}, {}};
+        for (int u = 0; u < kNV; ++u) {
+          st.seg[u] = segs.data() + (j * kNV + u) * kMaxSegments;
+          st.nseg[u] = nsegs[j * kNV + u];
+        }
+        // The last tile computes only the vectors that reach a virtual pixel.
+        const int nv = int(std::min<int64_t>(kNV, (l.pv - j * NR + W - 1) / W));
+        for (int64_t m0 = 0; m0 < O; m0 += kMR) {
+          st.y = y + (img * O + m0) * P;
+          gemm_tile_rows(int(std::min<int64_t>(kMR, O - m0)), nv, ap + m0 * K, src + j * NR,
+                         offs.data(), K, bias ? bias + m0 : nullptr, st);
+        }
+      }
+    };
+    // Too few images for the threads (batch 1): one image at a time, its tiles split (each
+    // output pixel is computed by one tile, the same way on any thread).
+    const int tile_threads = nt > 1 ? 1 : threads_for(double(g.n * l.pvp) * double(K * O), l.tiles);
+    if (tile_threads > 1) {
+      T* xp = ap + a_sz;
+      for (int64_t img = 0; img < g.n; ++img) {
+        const T* src = x + img * img_in;
+        if (!(in_place && img + 1 < g.n)) {
+          pad_image(src, g, l, xp);
+          src = xp;
+        }
+        split_threads(tile_threads, l.tiles, 1,
+                      [&](int, int64_t j0, int64_t j1) { tiles(img, src, nullptr, j0, j1); });
+      }
+      return;
+    }
     dynamic_threads(nt, g.n, 2, [&](int t, int64_t b, int64_t e) {
       T* xp = ap + a_sz + t * per_thread;
       for (int64_t img = b; img < e; ++img) {
@@ -368,24 +406,7 @@ struct ImplicitEngine {
         // Bring the next image towards the cache while this one computes.
         const char* next =
             img + 1 < e ? reinterpret_cast<const char*>(x + (img + 1) * img_in) : nullptr;
-        const int64_t per_tile = (lines + l.tiles - 1) / l.tiles;
-        for (int64_t j = 0; j < l.tiles; ++j) {
-          if (next)
-            for (int64_t q = j * per_tile; q < std::min(lines, (j + 1) * per_tile); ++q)
-              _mm_prefetch(next + q * 64, _MM_HINT_T1);
-          VirtualStore st{nullptr, P, {}, {}};
-          for (int u = 0; u < kNV; ++u) {
-            st.seg[u] = segs.data() + (j * kNV + u) * kMaxSegments;
-            st.nseg[u] = nsegs[j * kNV + u];
-          }
-          // The last tile computes only the vectors that reach a virtual pixel.
-          const int nv = int(std::min<int64_t>(kNV, (l.pv - j * NR + W - 1) / W));
-          for (int64_t m0 = 0; m0 < O; m0 += kMR) {
-            st.y = y + (img * O + m0) * P;
-            gemm_tile_rows(int(std::min<int64_t>(kMR, O - m0)), nv, ap + m0 * K, src + j * NR,
-                           offs.data(), K, bias ? bias + m0 : nullptr, st);
-          }
-        }
+        tiles(img, src, next, 0, l.tiles);
       }
     });
   }
@@ -564,6 +585,39 @@ struct DirectEngine {
       for (int64_t p = 0; p < g.kh; ++p)
         for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
     const int64_t img_in = g.c * g.h * g.w;
+    // Output rows [i0, i1) of one image (padded input src) into yT [P][ldo]: each row's sums
+    // run in the same order whichever thread computes it.
+    auto rows = [&](const T* src, T* yT, int64_t i0, int64_t i1) {
+      for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W) {
+        const int ov = int(std::min<int64_t>(4, (ldo - o0) / W));
+        const int64_t kc =
+            std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, K);
+        for (int64_t k0 = 0; k0 < K; k0 += kc) {
+          const int64_t kn = std::min(kc, K - k0);
+          for (int64_t i = i0; i < i1; ++i)
+            conv_tiles::direct_row<T, SW>(ov, g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp,
+                                          koff.data() + k0, kn, bias ? bp + o0 : nullptr, k0 > 0,
+                                          yT + i * g.ow * ldo + o0);
+        }
+      }
+    };
+    // Too few images for the threads (batch 1): one image at a time, its rows split.
+    const int row_threads = nt > 1 ? 1 : threads_for(double(g.n * P) * double(K * O), g.oh);
+    if (row_threads > 1) {
+      T* xp = ptr<T>(ws) + wt_sz;
+      T* yT = xp + xp_sz;
+      for (int64_t img = 0; img < g.n; ++img) {
+        const T* src = x + img * img_in;
+        if (!in_place) {
+          pad_planes(src, g, xp);
+          src = xp;
+        }
+        split_threads(row_threads, g.oh, 1,
+                      [&](int, int64_t i0, int64_t i1) { rows(src, yT, i0, i1); });
+        to_nchw(yT, P, O, ldo, y + img * O * P);
+      }
+      return;
+    }
     dynamic_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
       T* xp = ptr<T>(ws) + wt_sz + t * per_thread;
       T* yT = xp + xp_sz;  // this image's output, [P][ldo]
@@ -573,18 +627,7 @@ struct DirectEngine {
           pad_planes(src, g, xp);
           src = xp;
         }
-        for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W) {
-          const int ov = int(std::min<int64_t>(4, (ldo - o0) / W));
-          const int64_t kc =
-              std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, K);
-          for (int64_t k0 = 0; k0 < K; k0 += kc) {
-            const int64_t kn = std::min(kc, K - k0);
-            for (int64_t i = 0; i < g.oh; ++i)
-              conv_tiles::direct_row<T, SW>(ov, g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp,
-                                            koff.data() + k0, kn, bias ? bp + o0 : nullptr, k0 > 0,
-                                            yT + i * g.ow * ldo + o0);
-          }
-        }
+        rows(src, yT, 0, g.oh);
         to_nchw(yT, P, O, ldo, y + img * O * P);
       }
     });
@@ -610,6 +653,9 @@ struct DirectEngine {
     const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
     const int64_t per_img = xp_sz + P * ldo;
     const int nt = threads_for(double(g.n * P) * double(K * O), g.n);
+    // Too few images for the threads (batch 1): the taps k of dWᵀ split instead, each summed
+    // over all pixels by one thread, in the same order as on one thread.
+    const int tap_threads = nt > 1 ? 1 : threads_for(double(g.n * P) * double(K * O), K / 8);
     const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1,
                                            std::max<int64_t>(1, g.n / (3 * nt)));
     const int64_t acc_sz = round_up(K * ldo + O, W);
@@ -638,9 +684,11 @@ struct DirectEngine {
       const T* xb = in_place ? x + b * img_in : xp;
       const conv_tiles::PixelRows px{cnt,      g.oh, g.ow, P * ldo, in_place ? img_in : xp_sz,
                                      g.sh * wp};
-      for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
-        conv_tiles::dwt_tiles<T, SW>(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyT + o0, ldo,
-                                     xb, koff.data(), px, pw + o0);
+      split_threads(tap_threads, K, 8, [&](int, int64_t k0, int64_t k1) {
+        for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
+          conv_tiles::dwt_tiles<T, SW>(int(std::min<int64_t>(4, (ldo - o0) / W)), k1 - k0, dyT + o0,
+                                       ldo, xb, koff.data() + k0, px, pw + k0 * ldo + o0);
+      });
     });
     const T* base = ptr<T>(ws);
     for (int64_t o = 0; o < O; ++o) {
