@@ -141,9 +141,12 @@ Tensor workspace(int64_t n, DType dtype = DType::F32) {
   return Tensor::empty({n}, dtype, Device::cpu());
 }
 
-// [dW_ih | dW_hh]ᵀ = [x_t | h_{t-1}]ᵀ·dA over all rows (t, b) with the BLAS: one GEMM on a
+// [dW_ih | dW_hh] = dAᵀ·[x_t | h_{t-1}] over all rows (t, b) with the BLAS: one GEMM on a
 // time-major copy of the rows [x_t | h_{t-1}] (one long GEMM runs much closer to peak than two
-// thin ones; I is often small). x [B, T, I]; hs [T+1, B, H]; dA row (t, b) at da + (t·B + b)·ld.
+// thin ones; I is often small), into [G, I + H], whose rows split into the two gradients by
+// contiguous copies. (The product used to be formed transposed, [I + H, G], and transposed
+// back element by element: a read 4H floats apart for each element, which at batch 1 took
+// longer than the GEMM.) x [B, T, I]; hs [T+1, B, H]; dA row (t, b) at da + (t·B + b)·ld.
 // dw_ih [4H, I] and dw_hh [4H, H] are written when not null.
 template <class T_>
 void weight_grads_blas(const T_* x, const T_* hs, const T_* da, int64_t ld, int64_t T, int64_t B,
@@ -151,9 +154,9 @@ void weight_grads_blas(const T_* x, const T_* hs, const T_* da, int64_t ld, int6
   if (!dw_ih && !dw_hh) return;
   const int64_t K = I + H, G = 4 * H;
   const DType dt = std::is_same_v<T_, float> ? DType::F32 : DType::F64;
-  Tensor xh_buf = workspace(T * B * K, dt), dwt_buf = workspace(K * G, dt);
+  Tensor xh_buf = workspace(T * B * K, dt), dw_buf = workspace(G * K, dt);
   T_* xh = xh_buf.data<T_>();
-  T_* dwt = dwt_buf.data<T_>();
+  T_* dw = dw_buf.data<T_>();
   parallel_for(T * B, 64, [&](int64_t q0, int64_t q1) {
     for (int64_t q = q0; q < q1; ++q) {  // row q = t·B + b
       int64_t t = q / B, b = q % B;
@@ -162,16 +165,14 @@ void weight_grads_blas(const T_* x, const T_* hs, const T_* da, int64_t ld, int6
     }
   });
   if constexpr (std::is_same_v<T_, float>)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0f, xh,
-                int(K), da, int(ld), 0.0f, dwt, int(G));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(G), int(K), int(T * B), 1.0f, da,
+                int(ld), xh, int(K), 0.0f, dw, int(K));
   else
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(K), int(G), int(T * B), 1.0, xh,
-                int(K), da, int(ld), 0.0, dwt, int(G));
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(G), int(K), int(T * B), 1.0, da,
+                int(ld), xh, int(K), 0.0, dw, int(K));
   for (int64_t n = 0; n < G; ++n) {
-    if (dw_ih)
-      for (int64_t m = 0; m < I; ++m) dw_ih[n * I + m] = dwt[m * G + n];
-    if (dw_hh)
-      for (int64_t m = 0; m < H; ++m) dw_hh[n * H + m] = dwt[(I + m) * G + n];
+    if (dw_ih) std::copy(dw + n * K, dw + n * K + I, dw_ih + n * I);
+    if (dw_hh) std::copy(dw + n * K + I, dw + (n + 1) * K, dw_hh + n * H);
   }
 }
 
