@@ -461,6 +461,11 @@ class Sweep {
   }
 
   json run() {
+    // The CPU peaks of every thread count first: measuring them (no cache yet, or
+    // --remeasure-peaks) also measures and applies the thread split (freight/parallel_thresholds.h),
+    // which every row must run with, the first one too.
+    for (int t : plan_.threads) peak_flops(Device::cpu(), t);
+    set_num_threads(plan_.all_threads);
     for (const nn::ModelSpec& spec : plan_.specs) {
       for (int64_t batch : plan_.batches) {
         std::vector<size_t> cpu_rows;
