@@ -1,6 +1,6 @@
 # written by freight bench
-datafile = "cpu-xeon-2c-avx512-speedup.dat"
-out = "cpu-xeon-2c-avx512-speedup"
+datafile = "./cpu-xeon-2c-avx512-speedup.dat"
+out = "./cpu-xeon-2c-avx512-speedup"
 title = "freight bench, Intel(R) Xeon(R) Processor"
 nkinds = 2
 array kind_id[2] = ["pytorch_cpu_t2", "threads"]

@@ -1,6 +1,6 @@
 # written by freight bench
-datafile = "cpu-xeon-2c-avx512-throughput-latency.dat"
-out = "cpu-xeon-2c-avx512-throughput-latency"
+datafile = "./cpu-xeon-2c-avx512-throughput-latency.dat"
+out = "./cpu-xeon-2c-avx512-throughput-latency"
 title = "freight bench, Intel(R) Xeon(R) Processor"
 nseries = 4
 array series_id[4] = ["freight_cpu_t1", "pytorch_cpu_t1", "freight_cpu_t2", "pytorch_cpu_t2"]
