@@ -90,14 +90,16 @@ ParallelThresholds measure_parallel_thresholds() {
       }
       ParallelThresholds on = saved, off = saved;
       on.conv_macs_per_thread = 0, off.conv_macs_per_thread = kNever;
-      const bool recording = grad_enabled();  // the gradients need the tape
-      set_grad_enabled(true);
+      struct Recording {  // the gradients need the tape; the caller's mode comes back after
+        bool was = grad_enabled();
+        Recording() { set_grad_enabled(true); }
+        ~Recording() { set_grad_enabled(was); }
+      } recording;
       ladder(sides.size(), on, off, split, one, [&](size_t i) {
         Tensor y = conv2d(xs[i], w, Tensor(), {1, 1}, {1, 1});
         y.backward(gys[i]);
         xs[i].zero_grad(), w.zero_grad();
       });
-      set_grad_enabled(recording);
       result.conv_macs_per_thread = crossover(work, split, one);
     }
     // GEMMs: one row against a square weight (a linear layer at batch 1), growing widths.
