@@ -137,6 +137,38 @@ TEST_F(Bench, QuickRunWritesTableJsonAndPlots) {
   }
 }
 
+TEST_F(Bench, PytorchCompileWithoutVsPytorchIsAnError) {
+  ShellRun r = shell(std::string(FREIGHT_CLI_PATH) +
+                     " bench --quick --models mlp --pytorch-compile --out " + dir_.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--pytorch-compile"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--vs pytorch"), std::string::npos) << r.output;
+}
+
+// Of several Pythons given to --python, one that is missing is a note; the others still run,
+// and each configuration names its PyTorch's version.
+TEST_F(Bench, AMissingPythonInTheListIsANoteAndTheOthersRun) {
+  if (!torch_available()) GTEST_SKIP() << "Debian's python3-torch is not installed";
+  const std::string missing = (dir_ / "no-such-python").string();
+  std::string cmd = "FREIGHT_PEAKS_FILE=" + seed_peaks(dir_) + " " + std::string(FREIGHT_CLI_PATH) +
+                    " bench --quick --models mlp --batch-sizes 8 --threads all --devices cpu "
+                    "--seconds 0.05 --no-plots --vs pytorch --python " +
+                    missing + ",/usr/bin/python3 --out " + dir_.string();
+  ShellRun r = shell(cmd);
+  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  std::ifstream jf(dir_ / "bench.json");
+  nlohmann::json doc = nlohmann::json::parse(jf);
+  bool noted = false;
+  for (const auto& n : doc["notes"])
+    noted |=
+        n.get<std::string>().find(missing + " is not an executable Python") != std::string::npos;
+  EXPECT_TRUE(noted) << doc["notes"].dump(1);
+  ASSERT_EQ(doc["rows"].size(), 1u);
+  const auto& pt = doc["rows"][0]["pytorch"];
+  ASSERT_EQ(pt.value("status", ""), "ok") << pt.dump(1);
+  EXPECT_NE(pt.value("config", "").find("torch "), std::string::npos) << pt.dump(1);
+}
+
 TEST_F(Bench, UnknownModelIsAnError) {
   ShellRun r =
       shell(std::string(FREIGHT_CLI_PATH) + " bench --models nosuchnet --out " + dir_.string());

@@ -323,18 +323,23 @@ class PyTorchSide {
       if (compiled.empty()) notes.push_back("--pytorch-compile: no PyTorch here has torch.compile");
     }
     // GPU configurations: eager, and torch.compile when this PyTorch has it.
-    const json& g0 = workers_.front()->greeting();
+    // GPU rows: the first PyTorch given that can use CUDA (Debian's cannot).
+    size_t cuda_worker = workers_.size();
+    for (size_t i = 0; i < workers_.size() && cuda_worker == workers_.size(); ++i)
+      if (workers_[i]->greeting().value("cuda", false)) cuda_worker = i;
     if (!gpus.empty()) {
-      if (!g0.value("cuda", false)) {
-        notes.push_back("PyTorch GPU rows: this PyTorch has no usable CUDA");
+      if (cuda_worker == workers_.size()) {
+        notes.push_back(fmt::format("PyTorch GPU rows: {} has no usable CUDA",
+                                    pythons.size() > 1 ? "no PyTorch here" : "this PyTorch"));
       } else {
+        bench::JsonLinesWorker* w = workers_[cuda_worker].get();
+        const std::string& flavour = flavours_[cuda_worker];
+        const bool compiles = compiles_[cuda_worker];
         for (Device d : gpus) {
-          gpu[d.index].push_back({workers_.front().get(), "eager", flavours_.front(), 0, d.str()});
-          if (g0.value("compile", false))
-            gpu[d.index].push_back(
-                {workers_.front().get(), "compile", flavours_.front(), 0, d.str(), true});
+          gpu[d.index].push_back({w, "eager", flavour, 0, d.str()});
+          if (compiles) gpu[d.index].push_back({w, "compile", flavour, 0, d.str(), true});
         }
-        if (!g0.value("compile", false))
+        if (!compiles)
           notes.push_back("PyTorch GPU rows: eager only (this PyTorch has no torch.compile)");
       }
     }
@@ -462,8 +467,8 @@ class Sweep {
 
   json run() {
     // The CPU peaks of every thread count first: measuring them (no cache yet, or
-    // --remeasure-peaks) also measures and applies the thread split (freight/parallel_thresholds.h),
-    // which every row must run with, the first one too.
+    // --remeasure-peaks) also measures and applies the thread split
+    // (freight/parallel_thresholds.h), which every row must run with, the first one too.
     for (int t : plan_.threads) peak_flops(Device::cpu(), t);
     set_num_threads(plan_.all_threads);
     for (const nn::ModelSpec& spec : plan_.specs) {
@@ -739,6 +744,8 @@ void add_bench(CLI::App& app) {
                   fmt::format("--precision {}: only fp32 is implemented", o->precision));
     FREIGHT_CHECK(o->vs.empty() || o->vs == "pytorch",
                   fmt::format("--vs {}: the only framework to compare with is pytorch", o->vs));
+    FREIGHT_CHECK(!o->pytorch_compile || o->vs == "pytorch",
+                  "--pytorch-compile times PyTorch's compiled models: it needs --vs pytorch");
     FREIGHT_CHECK(o->min_rounds >= 1, "--min-rounds must be at least 1");
     FREIGHT_CHECK(o->no_plots || bench::gnuplot_can_name(o->name),
                   fmt::format("--name: '{}' holds a control character (a newline, a tab, ...), "
