@@ -51,17 +51,12 @@ Layout layout(int classes) {
 int64_t count_records(const InputFile& f, const Layout& l) {
   const uint64_t size = f.size(), rec = uint64_t(l.record());
   FREIGHT_CHECK(size > 0, fmt::format("{} batch '{}' is empty", l.title, f.path()));
-  if (size % rec != 0) {
-    const Layout other = layout(l.classes == 10 ? 100 : 10);
-    throw Error(fmt::format(
-        "{} batch '{}' is truncated or not a {} batch: its {} bytes are not a multiple of the "
-        "{}-byte record ({}): {} whole records, then {} bytes of a truncated one{}",
-        l.title, f.path(), l.title, size, rec, l.record_text(), size / rec, size % rec,
-        size % uint64_t(other.record()) == 0
-            ? fmt::format(" (its size fits {}'s {}-byte records: --data {}:DIR?)", other.title,
-                          other.record(), other.classes == 10 ? "cifar10" : "cifar100")
-            : std::string()));
-  }
+  FREIGHT_CHECK(
+      size % rec == 0,
+      fmt::format("{} batch '{}' is truncated or not a {} batch: its {} bytes are not "
+                  "a multiple of the {}-byte record ({}): {} whole records, then {} "
+                  "bytes of a truncated one",
+                  l.title, f.path(), l.title, size, rec, l.record_text(), size / rec, size % rec));
   return int64_t(size / rec);
 }
 
@@ -150,8 +145,17 @@ Dataset load_cifar(const std::string& dir, int classes, const std::string& split
     };
     const std::vector<std::string> all = l.files(split);
     // The Python version's files are the same names without ".bin" (pickles).
-    bool python = fs::exists(fs::path(dir) / l.python_folder) ||
-                  fs::exists(base / all[0].substr(0, all[0].size() - 4));
+    std::string hint;
+    const Layout other = layout(l.classes == 10 ? 100 : 10);
+    if (fs::exists(fs::path(dir) / l.python_folder) ||
+        fs::exists(base / all[0].substr(0, all[0].size() - 4)))
+      hint = fmt::format(
+          "; this looks like the Python version ({}), which Freight does not "
+          "read: download the binary version",
+          l.python_folder);
+    else if (fs::exists(fs::path(dir) / other.folder) || fs::exists(base / other.files(split)[0]))
+      hint =
+          fmt::format("; this looks like {}: --data cifar{}:{}", other.title, other.classes, dir);
     throw Error(fmt::format(
         "{} directory '{}' {} (the layout of the binary version: DIR is the folder {}/ of the "
         "unpacked tarball, or the folder holding it){}",
@@ -159,11 +163,7 @@ Dataset load_cifar(const std::string& dir, int classes, const std::string& split
         missing.size() == all.size()
             ? fmt::format("holds none of the {} split's files: {}", split, list(all))
             : fmt::format("lacks {} of the {} split's files {}", list(missing), split, list(all)),
-        l.folder,
-        python ? fmt::format("; this looks like the Python version ({}), which Freight does not "
-                             "read: download the binary version",
-                             l.python_folder)
-               : std::string()));
+        l.folder, hint));
   }
   return read_files(paths, l, fmt::format("cifar{}/{}", classes, split));
 }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -63,10 +64,12 @@ class HeaderParser {
                        i_, excerpt());
   }
   std::string excerpt() const {
-    std::string e = s_.substr(0, 120);
+    std::string e = s_.substr(0, s_.find_last_not_of(" \n") + 1);  // without the padding
+    bool cut = e.size() > 120;
+    e.resize(std::min<size_t>(e.size(), 120));
     for (char& c : e)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
-    return "\"" + e + (s_.size() > 120 ? "...\"" : "\"");
+    return "\"" + e + (cut ? "...\"" : "\"");
   }
   void skip_space() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
@@ -120,10 +123,10 @@ class HeaderParser {
       }
       ++i_;
     } else if (peek('[')) {
-      throw Error(
-          fail(fmt::format("'{}' is a list: structured (record) arrays are not supported; "
-                           "save a plain array of numbers",
-                           key)));
+      throw Error(fail(key == "descr" ? std::string("'descr' is a list: structured (record) "
+                                                    "arrays are not supported; save a plain "
+                                                    "array of numbers")
+                                      : fmt::format("'{}' is a list, not a tuple", key)));
     } else {
       throw Error(
           fail(fmt::format("the value of '{}' is not a string, True/False or a tuple", key)));

@@ -338,9 +338,19 @@ Tensor NpzFile::read(const std::string& name) const {
                               "directory records {} bytes stored and {} bytes of data",
                               where, e.compressed, e.size));
     FileRange in(m.file, start, end);
-    Tensor t = read_npy_stream(in, e.size, where);
-    check_crc(in.crc32());
-    return t;
+    try {
+      Tensor t = read_npy_stream(in, e.size, where);
+      check_crc(in.crc32());
+      return t;
+    } catch (const Error&) {
+      // A damaged entry is reported as such rather than as the bad array it seems to hold.
+      FileRange again(m.file, start, end);
+      std::vector<uint8_t> scratch(1 << 16);
+      while (again.read(scratch.data(), scratch.size()) > 0) {
+      }
+      check_crc(again.crc32());
+      throw;
+    }
   }
   FREIGHT_CHECK(e.compressed > 0 && e.size / kDeflateMaxRatio <= e.compressed,
                 fmt::format("{} is corrupt: its zip directory records {} bytes inflating from {} "
