@@ -15,7 +15,8 @@
 namespace freight::data {
 
 InputFile::InputFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // (Non-blocking: opening a FIFO must not wait for a writer; it is refused below.)
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   FREIGHT_CHECK(fd_ >= 0, fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {

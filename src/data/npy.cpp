@@ -209,13 +209,16 @@ NpyHeader parse_npy_header(const std::string& text, const std::string& where) {
                 fmt::format("{} (shape {}) is stored in Fortran order; Freight reads C order "
                             "only: save np.ascontiguousarray(a)",
                             where, shape_str(h.shape)));
-  uint64_t bytes = dtype_size(h.dtype);
+  // Counted with zero dimensions as ones too: a tensor's strides must fit in 64 bits even when
+  // it is empty.
+  int64_t bytes = int64_t(dtype_size(h.dtype)), span = bytes;
   for (int64_t n : h.shape)
-    FREIGHT_CHECK(!__builtin_mul_overflow(bytes, uint64_t(n), &bytes),
-                  fmt::format("{}: the shape {} of '{}' in its header needs more than 2^64 bytes; "
+    FREIGHT_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(n, 1), &span) &&
+                      !__builtin_mul_overflow(bytes, n, &bytes),
+                  fmt::format("{}: the shape {} of '{}' in its header needs more than 2^63 bytes; "
                               "the header is corrupt",
                               where, shape_str(h.shape), h.descr));
-  h.data_bytes = bytes;
+  h.data_bytes = uint64_t(bytes);
   return h;
 }
 

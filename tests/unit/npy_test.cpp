@@ -126,7 +126,9 @@ TEST_F(NpyFiles, BadHeaders) {
       {"{'descr': '<f\\x34', 'fortran_order': False, 'shape': (1,)}", "escapes"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", "too large"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}",
-       "more than 2^64 bytes"},
+       "more than 2^63 bytes"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296)}",
+       "more than 2^63 bytes"},
       {"", "expected '{'"},
   };
   for (const Case& c : cases) {
