@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,6 +150,18 @@ struct EvalResult {
   // 40 values), ... and 2 more"); "" when every value is finite.
   std::string non_finite;
 };
+// A model and its spec as a checkpoint without training state: `freight eval` and `summary`,
+// load_model and PyTorch's load_state_dict read it; it does not --resume (train() writes those).
+// Written atomically; non-finite weights are refused (nothing is written).
+void save_model(const std::string& path, const nn::Module& model, const nn::ModelSpec& spec);
+struct LoadedModel {
+  nn::ModelSpec spec;
+  nn::ModulePtr model;
+  std::map<std::string, std::string> metadata;  // the file's metadata (epoch, test_accuracy, ...)
+};
+// A checkpoint of train() or save_model, rebuilt from its stored spec, on `device`.
+LoadedModel load_model(const std::string& checkpoint, Device device = Device::cpu());
+
 // Loads a checkpoint written by train() and evaluates it on a dataset split.
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data,
                                const std::string& split, const std::string& device,

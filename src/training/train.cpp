@@ -114,16 +114,7 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const Resolved& r, optim::Opti
 }
 
 json spec_json(const nn::ModelSpec& spec) {
-  json j;
-  j["name"] = spec.name;
-  j["description"] = spec.description;
-  j["input"] = {{"shape", spec.input_shape}, {"dtype", dtype_name(spec.input_dtype)}};
-  if (spec.vocab) j["input"]["vocab"] = spec.vocab;
-  j["classes"] = spec.classes;
-  j["task"] = spec.task;
-  j["layers"] = json::parse(spec.layers_json);
-  j["train"] = spec.train_defaults;
-  return j;
+  return json::parse(nn::model_spec_json(spec));
 }
 
 // Rebuilds the spec stored in a checkpoint's metadata (so custom model files need not be kept).
@@ -897,6 +888,30 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   EvalResult r = evaluate(*model, spec, ds, dev, batch_size, mean, std);
   if (!bad.empty()) r.non_finite = detail::describe_non_finite(bad);
   return r;
+}
+
+void save_model(const std::string& path, const nn::Module& model, const nn::ModelSpec& spec) {
+  io::NamedTensors weights = on_host(model.state_dict());
+  std::vector<detail::NonFinite> bad = detail::non_finite_tensors(weights);
+  FREIGHT_CHECK(bad.empty(), fmt::format("save_model '{}': the weights hold NaN or infinite "
+                                         "values: {}; not saved",
+                                         path, detail::describe_non_finite(bad)));
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  io::save_safetensors(path, weights,
+                       {{"format", "freight-checkpoint-1"},
+                        {"model", spec.name},
+                        {"model_spec", nn::model_spec_json(spec)}});
+}
+
+LoadedModel load_model(const std::string& checkpoint, Device device) {
+  io::SafetensorsFile file = io::load_safetensors(checkpoint);
+  LoadedModel m;
+  m.spec = spec_from_checkpoint(file.metadata, checkpoint);
+  m.model = nn::build_model(m.spec);
+  loading_from(checkpoint, [&] { m.model->load_state_dict(file.tensors); });
+  m.model->to(device);
+  m.metadata = std::move(file.metadata);
+  return m;
 }
 
 }  // namespace freight
