@@ -231,11 +231,15 @@ void bind_training(py::module_& m) {
         // again once train() has returned.
         auto call_python = [&](const std::function<void()>& fn) {
           py::gil_scoped_acquire gil;
-          if (failed.error) return;
+          if (failed.error || keyboard_interrupt) return;
           try {
             fn();
           } catch (py::error_already_set& e) {
-            failed.error = std::move(e);
+            // Ctrl-C lands in whichever Python code runs when it comes, often a callback's.
+            if (e.matches(PyExc_KeyboardInterrupt))
+              keyboard_interrupt = true;
+            else
+              failed.error = std::move(e);
             stop = true;
           }
         };

@@ -148,3 +148,12 @@ def test_optimizers_and_schedules():
     assert abs(opt.lr - 0.05) < 1e-12
     assert abs(w.tolist()[0]) < 1.0  # moved toward 0
     assert set(opt.state_dict()) >= {"state.0.exp_avg", "state.0.exp_avg_sq"}
+
+
+def test_bench_returns_its_json_report(freight_command, monkeypatch):
+    monkeypatch.setenv("FREIGHT_EXECUTABLE", freight_command)
+    r = freight.bench(models=["mlp"], batch_sizes=[8], threads=[1], devices="cpu", seconds=0.05)
+    rows = [row for row in r["rows"] if row["model"] == "mlp"]
+    assert rows and rows[0]["batch_size"] == 8 and rows[0]["median_ms"] > 0
+    with pytest.raises(freight.Error, match="freight bench failed"):
+        freight.bench(models=["no-such-model"], devices="cpu")
