@@ -154,7 +154,7 @@ void bind_dlpack(py::module_& m) {
         if (py::isinstance<py::capsule>(x)) return from_capsule(x.cast<py::capsule>());
         if (!py::hasattr(x, "__dlpack__"))
           throw Error(fmt::format("from_dlpack: a {} has no __dlpack__ method",
-                                  std::string(py::str(x.get_type().attr("__name__")))));
+                                  std::string(py::str(py::type::handle_of(x).attr("__name__")))));
         py::object capsule;
         py::tuple where = x.attr("__dlpack_device__")();
         if (where[0].cast<int>() == int(kDLCUDA)) {

@@ -104,7 +104,7 @@ void collect(py::handle obj, size_t depth, Shape& shape, std::vector<double>& va
     throw Error(
         fmt::format("freight.tensor: cannot make a tensor of a {} (give a number, a "
                     "nested list, a NumPy array or a tensor)",
-                    std::string(py::str(obj.get_type().attr("__name__")))));
+                    std::string(py::str(py::type::handle_of(obj).attr("__name__")))));
   py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
   const int64_t n = int64_t(py::len(seq));
   if (shape.size() == depth)
