@@ -156,6 +156,27 @@ Tensor scalar_like(double v, const Tensor& t) {
   return Tensor::scalar(v, t.dtype(), t.device());
 }
 
+// The buffer of a CPU tensor: its memory, strides in bytes, the struct format of its dtype.
+py::buffer_info tensor_buffer(const Tensor& t) {
+  if (!t.device().is_cpu())
+    throw Error(
+        fmt::format("a tensor on {} has no host memory to share: copy it with "
+                    ".to('cpu') first",
+                    t.device().str()));
+  const char* format = buffer_format(t.dtype());
+  const py::ssize_t item = py::ssize_t(dtype_size(t.dtype()));
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * item);
+  return py::buffer_info(t.data_ptr(), item, format, py::ssize_t(shape.size()), shape, strides,
+                         false);
+}
+
+// A NumPy array over a CPU tensor's memory, keeping the tensor alive (its base).
+py::object to_numpy(py::object self) {
+  tensor_buffer(self.cast<Tensor>());  // the errors, before NumPy tries anything else
+  return py::module_::import("numpy").attr("asarray")(py::memoryview(self));
+}
+
 }  // namespace
 
 Device device_arg(const std::string& text) {
@@ -190,19 +211,7 @@ A view of Freight memory on one device, with autograd state, as torch.Tensor.
 
 np.asarray(t) and t.numpy() share a CPU tensor's memory; freight.from_numpy(a) and
 freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
-  t.def_buffer([](Tensor& self) -> py::buffer_info {
-    if (!self.device().is_cpu())
-      throw Error(
-          fmt::format("a tensor on {} has no host memory to share: copy it with "
-                      ".to('cpu') first",
-                      self.device().str()));
-    const char* format = buffer_format(self.dtype());
-    const py::ssize_t item = py::ssize_t(dtype_size(self.dtype()));
-    std::vector<py::ssize_t> shape(self.shape().begin(), self.shape().end()), strides;
-    for (int64_t s : self.strides()) strides.push_back(s * item);
-    return py::buffer_info(self.data_ptr(), item, format, py::ssize_t(shape.size()), shape, strides,
-                           false);
-  });
+  t.def_buffer([](Tensor& self) { return tensor_buffer(self); });
   t.def_property_readonly("shape", [](const Tensor& s) { return py::tuple(py::cast(s.shape())); })
       .def("size", [](const Tensor& s) { return py::tuple(py::cast(s.shape())); })
       .def("size", [](const Tensor& s, int64_t d) { return s.size(d); })
@@ -243,8 +252,16 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
       .def(
           "cuda", [](const Tensor& s, int index) { return s.to(Device::cuda(index)); },
           py::arg("index") = 0)
-      .def("numpy",
-           [](py::object self) { return py::module_::import("numpy").attr("asarray")(self); })
+      .def("numpy", &to_numpy, "A NumPy array sharing this CPU tensor's memory.")
+      // np.asarray(t) takes the buffer; where the buffer is refused (a GPU or bfloat16 tensor),
+      // NumPy would go on to read the tensor as a sequence of 0-d tensors: __array__ says why not.
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype, py::object copy) {
+            py::object a = to_numpy(self);
+            return dtype.is_none() ? a : a.attr("astype")(dtype);
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("contiguous", &Tensor::contiguous)
       .def("clone", &Tensor::clone)
       .def("detach", &Tensor::detach)

@@ -1,6 +1,7 @@
 """Ctrl-C stops freight.train cleanly (the step under way finishes, a checkpoint that resumes is
 saved, the call returns), and the GIL is released while the engine works."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,20 +25,22 @@ def test_ctrl_c_stops_training_and_saves_a_checkpoint_that_resumes(tmp_path):
     p = subprocess.Popen([sys.executable, "-c", SCRIPT, ckpt], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, env=env)
     output = []
-    for line in p.stdout:  # the first progress line: training is under way
+    # The first progress line: training is under way (on a GPU the bar is updated a few times
+    # a second, so that line may come at an epoch's end).
+    for line in p.stdout:
         output.append(line)
-        if line.startswith("epoch 1/50"):
+        if line.startswith("epoch 1"):
             break
     p.send_signal(signal.SIGINT)
     rest, _ = p.communicate(timeout=120)
     text = "".join(output) + rest
     assert p.returncode == 0, text
-    assert "stopped by Ctrl-C in epoch 1" in text, text
+    assert re.search(r"stopped by Ctrl-C in epoch [12] after batch \d+", text), text
     assert "RESULT True " + ckpt in text, text
     # The checkpoint resumes where the run stopped.
-    r = freight.train(resume=ckpt, data="synthetic", epochs=1, batch_size=16, limit_train=4096,
+    r = freight.train(resume=ckpt, data="synthetic", epochs=2, batch_size=16, limit_train=4096,
                       limit_test=64, progress=False)
-    assert r.epochs and r.epochs[-1]["epoch"] == 1
+    assert r.epochs and r.epochs[-1]["epoch"] == 2
 
 
 def test_the_gil_is_released_while_the_engine_runs():

@@ -12,7 +12,8 @@ import pytest
 import freight
 
 TRAIN = dict(model="mlp", data="synthetic", seed=7, epochs=2, limit_train=512, limit_test=64,
-             batch_size=64, optimizer="sgd", lr=0.05, momentum=0.9, schedule="none")
+             batch_size=64, optimizer="sgd", lr=0.05, momentum=0.9, schedule="none",
+             device="cpu")
 
 
 def python_loop():
