@@ -95,17 +95,13 @@ void bind_ops(py::module_& m) {
   m.def(
       "sum",
       [](const Tensor& x, py::object dim, bool keepdim) {
-        if (dim.is_none()) return sum(x);
-        if (py::isinstance<py::int_>(dim)) return sum(x, {dim.cast<int64_t>()}, keepdim);
-        return sum(x, dim.cast<std::vector<int64_t>>(), keepdim);
+        return dim.is_none() ? sum(x) : sum(x, dims_arg(dim), keepdim);
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   m.def(
       "mean",
       [](const Tensor& x, py::object dim, bool keepdim) {
-        if (dim.is_none()) return mean(x);
-        if (py::isinstance<py::int_>(dim)) return mean(x, {dim.cast<int64_t>()}, keepdim);
-        return mean(x, dim.cast<std::vector<int64_t>>(), keepdim);
+        return dim.is_none() ? mean(x) : mean(x, dims_arg(dim), keepdim);
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   m.def("argmax", &argmax, py::arg("input"), py::arg("dim") = -1);

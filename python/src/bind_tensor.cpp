@@ -183,6 +183,11 @@ Device device_arg(const std::string& text) {
   return resolve_device(text);
 }
 
+std::vector<int64_t> dims_arg(py::handle dim) {
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<std::vector<int64_t>>();
+}
+
 DType dtype_arg(py::handle dtype) {
   if (py::isinstance<py::str>(dtype)) return parse_dtype(dtype.cast<std::string>());
   // NumPy dtypes and types (np.float32), torch dtypes (torch.float32): by their name.
@@ -354,17 +359,13 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
       .def(
           "sum",
           [](const Tensor& a, py::object dim, bool keepdim) {
-            if (dim.is_none()) return sum(a);
-            if (py::isinstance<py::int_>(dim)) return sum(a, {dim.cast<int64_t>()}, keepdim);
-            return sum(a, dim.cast<std::vector<int64_t>>(), keepdim);
+            return dim.is_none() ? sum(a) : sum(a, dims_arg(dim), keepdim);
           },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(
           "mean",
           [](const Tensor& a, py::object dim, bool keepdim) {
-            if (dim.is_none()) return mean(a);
-            if (py::isinstance<py::int_>(dim)) return mean(a, {dim.cast<int64_t>()}, keepdim);
-            return mean(a, dim.cast<std::vector<int64_t>>(), keepdim);
+            return dim.is_none() ? mean(a) : mean(a, dims_arg(dim), keepdim);
           },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(

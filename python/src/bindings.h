@@ -27,5 +27,7 @@ Tensor as_tensor(py::handle obj);
 // "float32" or a NumPy dtype.
 Device device_arg(const std::string& text);
 DType dtype_arg(py::handle dtype);
+// Dimensions of a reduction: one integer or a sequence of them.
+std::vector<int64_t> dims_arg(py::handle dim);
 
 }  // namespace freight::python
