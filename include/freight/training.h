@@ -75,6 +75,9 @@ struct EpochReport {
   double samples_per_second = 0;
   size_t peak_memory = 0;   // bytes, on the training device
   int64_t graph_steps = 0;  // GPU: steps of the epoch run as CUDA graph replays
+  // Language models: exp of the mean cross-entropy per token (train_loss, test_loss); 0 for
+  // other models.
+  double train_perplexity = 0, test_perplexity = 0;
 };
 
 // Progress within an epoch, for progress bars.
@@ -151,6 +154,7 @@ struct EvalResult {
   // evaluate_checkpoint: the weights holding NaN or infinite values, described ("1.weight (3 of
   // 40 values), ... and 2 more"); "" when every value is finite.
   std::string non_finite;
+  double perplexity = 0;  // language models: exp(loss); 0 otherwise
   // evaluate_checkpoint: the class names saved in the checkpoint (an image folder's classes, a
   // corpus's vocabulary; empty when it has none: it was trained on unnamed data), and what
   // loading the data did (its notes).

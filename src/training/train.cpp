@@ -577,7 +577,10 @@ EvalResult evaluate_over_ranks(nn::Module& model, const nn::ModelSpec& spec,
 EvalResult evaluate(nn::Module& model, const nn::ModelSpec& spec, const data::Dataset& dataset,
                     Device device, int64_t batch_size, double mean, double std) {
   auto t0 = Clock::now();
-  return eval_result(evaluation_sums(model, spec, dataset, device, batch_size, mean, std), t0);
+  EvalResult r =
+      eval_result(evaluation_sums(model, spec, dataset, device, batch_size, mean, std), t0);
+  if (spec.task == "language_model") r.perplexity = std::exp(r.loss);
+  return r;
 }
 
 TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
@@ -874,6 +877,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       rep.test_loss = ev.loss;
       rep.test_accuracy = ev.accuracy;
       rep.eval_seconds = ev.seconds;
+      if (spec.task == "language_model") {
+        rep.train_perplexity = std::exp(rep.train_loss);
+        rep.test_perplexity = std::exp(rep.test_loss);
+      }
       result.epochs.push_back(rep);
       if (!o.save.empty()) {
         RunPoint at;
@@ -897,6 +904,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                {"eval_seconds", rep.eval_seconds},
                {"samples_per_second", rep.samples_per_second},
                {"peak_memory_bytes", rep.peak_memory}};
+        if (spec.task == "language_model") {
+          j["train_perplexity"] = rep.train_perplexity;
+          j["test_perplexity"] = rep.test_perplexity;
+        }
         if (dp) j["ranks"] = world.size;
         if (result.device.is_cuda()) {
           j["precision"] = o.precision;

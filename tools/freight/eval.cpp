@@ -48,10 +48,12 @@ void add_eval(CLI::App& app) {
         list += fmt::format(", ..., {} {} (all {} in the checkpoint's \"class_names\" metadata)",
                             n - 1, r.class_names[n - 1], n);
       // (A language model's classes are its vocabulary: a word's id is its class.)
-      fmt::print("classes ({}): {}\n", n, list);
+      fmt::print("{} ({}): {}\n", r.perplexity > 0 ? "vocabulary" : "classes", n, list);
     }
-    fmt::print("{}: {} samples, loss {:.4f}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
-               r.samples, r.loss, 100 * r.accuracy, r.seconds);
+    fmt::print("{}: {} samples, loss {:.4f}{}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
+               r.samples, r.loss,
+               r.perplexity > 0 ? fmt::format(", perplexity {:.2f}", r.perplexity) : std::string(),
+               100 * r.accuracy, r.seconds);
   });
 }
 

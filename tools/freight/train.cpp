@@ -246,13 +246,16 @@ void add_train(CLI::App& app) {
       };
     }
     int64_t total_epochs = 0;
+    // Language models: the perplexity beside each loss (exp of the loss per token).
+    auto ppl = [](double p) { return p > 0 ? fmt::format(" ppl {:.2f}", p) : std::string(); };
     cb.on_epoch = [&](const EpochReport& r) {
       if (tty) bar.clear();
       fmt::print(
-          "epoch {:>2}  train loss {:.4f} acc {:5.2f}%  test loss {:.4f} acc {:5.2f}%  {} "
+          "epoch {:>2}  train loss {:.4f}{} acc {:5.2f}%  test loss {:.4f}{} acc {:5.2f}%  {} "
           "({:.0f} samples/s)  lr {:.3g}\n",
-          r.epoch, r.train_loss, 100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy,
-          format_duration(r.train_seconds), r.samples_per_second, r.lr);
+          r.epoch, r.train_loss, ppl(r.train_perplexity), 100 * r.train_accuracy, r.test_loss,
+          ppl(r.test_perplexity), 100 * r.test_accuracy, format_duration(r.train_seconds),
+          r.samples_per_second, r.lr);
       std::fflush(stdout);
       ++total_epochs;
     };
@@ -286,8 +289,10 @@ void add_train(CLI::App& app) {
     int64_t graph_steps = 0;
     for (const EpochReport& r : res.epochs) graph_steps += r.graph_steps;
     fmt::print(
-        "test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
+        "{}test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
         "peak memory {}{}{}\n",
+        last.test_perplexity > 0 ? fmt::format("test perplexity {:.2f}, ", last.test_perplexity)
+                                 : std::string(),
         100 * last.test_accuracy, last.epoch, res.device.str(), format_duration(res.wall_seconds),
         format_duration(train_s), format_bytes(double(last.peak_memory)),
         res.device.is_cuda() ? " on the GPU" : "",
