@@ -61,8 +61,10 @@ TEST_F(ImageFolder, ClassesSortedAndIndexedByPosition) {
   EXPECT_EQ(test.files.size(), 4u);
   ASSERT_EQ(ix.files.size(), 5u);
   EXPECT_EQ(ix.labels.size(), ix.files.size());
-  for (size_t i = 0; i < ix.files.size(); ++i)
+  for (size_t i = 0; i < ix.files.size(); ++i) {
+    ASSERT_LT(size_t(ix.labels[i]), ix.classes.size());
     EXPECT_TRUE(has(ix.files[i], "/" + ix.classes[size_t(ix.labels[i])] + "/")) << ix.files[i];
+  }
   EXPECT_TRUE(std::is_sorted(ix.labels.begin(), ix.labels.end()));
   bool skipped = false;
   for (const std::string& n : ix.notes) skipped = skipped || has(n, "readme.txt");
