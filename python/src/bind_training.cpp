@@ -155,10 +155,10 @@ py::dict epoch_dict(const EpochReport& r, bool language_model) {
   d["train_accuracy"] = r.train_accuracy;
   d["test_loss"] = r.test_loss;
   d["test_accuracy"] = r.test_accuracy;
-  // A language model's perplexity: exp of the mean cross-entropy per token.
+  // A language model's perplexity (exp of the mean cross-entropy per token), as --metrics has it.
   if (language_model) {
-    d["train_perplexity"] = std::exp(r.train_loss);
-    d["test_perplexity"] = std::exp(r.test_loss);
+    d["train_perplexity"] = r.train_perplexity;
+    d["test_perplexity"] = r.test_perplexity;
   }
   d["train_seconds"] = r.train_seconds;
   d["eval_seconds"] = r.eval_seconds;
@@ -188,6 +188,9 @@ py::dict eval_dict(const EvalResult& r) {
   d["samples"] = r.samples;
   d["seconds"] = r.seconds;
   if (!r.non_finite.empty()) d["non_finite"] = r.non_finite;
+  if (r.perplexity > 0) d["perplexity"] = r.perplexity;
+  if (!r.class_names.empty()) d["class_names"] = r.class_names;
+  if (!r.data_notes.empty()) d["data_notes"] = r.data_notes;
   return d;
 }
 
