@@ -20,10 +20,11 @@
 //   GEMM only    not a convolution: the GEMMs an im2col engine runs for the pass, per image
 //                (forward W[O, CKK]·cols[CKK, OH·OW]; input gradient Wᵀ·dY, col2im not
 //                counted; weight gradient dY·colsᵀ summed over the images), threads taking
-//                whole images with one single-threaded GEMM each as Freight's im2col engine
-//                does; the lowering is not counted, so this bounds any im2col engine on that
-//                BLAS from above. With OpenBLAS (what Freight links) and BLIS (dlopen'ed,
-//                blis_dl.h: never linked beside OpenBLAS).
+//                whole images with one single-threaded GEMM each; the lowering is not
+//                counted, so this bounds from above any im2col engine that lowers image by
+//                image on that BLAS. (Freight's im2col+BLAS engine differs: its GEMMs take
+//                L2-sized runs of pixels that may span images.) With OpenBLAS (what Freight
+//                links) and BLIS (dlopen'ed, blis_dl.h: never linked beside OpenBLAS).
 // "best" and "freight / best" are over the complete convolutions, not the GEMM-only columns.
 // A library that refuses a shape (or is not built or installed) gets "-[n]", note n saying why.
 // GFLOP/s count 2 per multiply-add of the pass (forward, input gradient and weight gradient all
@@ -459,8 +460,9 @@ void blis_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a
 //   input gradient  dcols_i[K, P] = Wᵀ · dY_i[O, P]         (col2im, not here, adds it to dX_i)
 //   weight gradient dW[O, K]      = Σ_i dY_i · cols_iᵀ
 // The lowered matrices (cols, dcols) are one per image for the correctness check and one per
-// thread for timing, as an engine reuses its buffer from image to image (and the lowering that
-// fills it is not counted).
+// thread for timing, as a per-image engine reuses its buffer from image to image (and the
+// lowering that fills it is not counted: in an engine it would have just written the buffer,
+// so the GEMM finds it in cache either way).
 struct Lowered {
   int64_t n, o, k, p;
   int threads;
@@ -649,9 +651,9 @@ int main(int argc, char** argv) {
       "- GEMM only (lowering not counted): not convolutions but the GEMMs an im2col engine runs "
       "for the pass, per image: forward W[O, C·k·k] · cols[C·k·k, OH·OW]; input gradient "
       "Wᵀ · dY[O, OH·OW] (col2im not counted); weight gradient dY · colsᵀ summed over the "
-      "images. Threads take whole images, one single-threaded GEMM each (as Freight's "
-      "im2col+BLAS engine does), in OpenBLAS (Freight's) and in BLIS: the ceiling of any im2col "
-      "engine on that BLAS. Not counted in best / freight / best\n"
+      "images. Threads take whole images, one single-threaded GEMM each, in OpenBLAS "
+      "(Freight's) and in BLIS: the ceiling of an im2col engine that lowers image by image on "
+      "that BLAS. Not counted in best / freight / best\n"
       "- command: `freight_conv_libs --batch-sizes {}`; GFLOP/s = 2 x multiply-adds of the pass "
       "/ median time; % peak against the GEMM peak\n",
       peaks.name, nt, peaks.fp32_flops / 1e9, peaks.from_cache ? "cached peaks" : "measured now",
