@@ -185,7 +185,7 @@ class Checks {
   // Whether `library` ("dnnl nchw", "openblas", ...) is to be handed a broken weight.
   bool broken(const std::string& library) const { return library == broken_; }
 
-  // The error, when within the tolerance.
+  // Returns the error when it is within the tolerance; else says so and ends the program.
   double expect(const std::string& library, const std::string& where, const char* pass,
                 const float* got, const std::vector<float>& want) {
     const double err = relative_error(got, want);
@@ -393,7 +393,8 @@ std::string xsmm_version() {
 // GFLOP/s of each pass in libxsmm's direct convolution on its blocked layout or on NHWC/RSCK,
 // after checking each pass against Freight's result on the same operands. Its forward has no
 // bias and its weight gradient no bias gradient (libxsmm 1.17 fuses neither), where Freight's
-// and oneDNN's passes include them: a few percent of the smallest layers' time at most.
+// and oneDNN's passes include them: one more pass over the output (gradient), which weighs
+// most where there are few taps per output (the layers on 1 or 3 input channels).
 std::vector<Cell> xsmm_passes(const Conv2dGeometry& g, bool nhwc, const Reference& ref,
                               double flops, Checks& checks, Notes& notes,
                               const std::string& where) {

@@ -168,8 +168,9 @@ freight_xsmm_conv* freight_xsmm_conv_create(int n, int c, int h, int w, int k, i
   memset(&desc, 0, sizeof desc);
   desc.N = n, desc.C = c, desc.H = h, desc.W = w, desc.K = k, desc.R = r, desc.S = r;
   desc.u = stride, desc.v = stride;
-  /* Physical padding: the input buffers carry the zero rim (libxsmm's direct convolution wants
-   * pad_*_in == pad_*); the output buffers have none. */
+  /* Physical padding: the input buffers carry the zero rim (with pad_*_in == pad_*, libxsmm
+   * reads the rim instead of copying each image into a padded scratch); the output buffers
+   * have none. */
   desc.pad_h = pad, desc.pad_w = pad, desc.pad_h_in = pad, desc.pad_w_in = pad;
   desc.pad_h_out = 0, desc.pad_w_out = 0;
   desc.threads = threads;
