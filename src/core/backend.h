@@ -65,6 +65,9 @@ class DeviceBackend {
   // Number of usable devices; on failure 0 with the reason in `why`.
   virtual int device_count(std::string* why) = 0;
   virtual void synchronize(int index) = 0;
+  // The stream this backend queues work on for device `index` (cudaStream_t on CUDA), for
+  // exchanging memory with other libraries (DLPack); nullptr where there is none.
+  virtual void* stream_handle(int index) { return nullptr; }
   virtual MemoryStats memory_stats(int index) = 0;
   virtual void reset_peak(int index) = 0;
   virtual void empty_cache(int index) = 0;

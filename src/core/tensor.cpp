@@ -34,7 +34,14 @@ Storage::Storage(size_t bytes, Device cpu, int pinned_for_gpu)
   if (poison_allocations()) std::memset(data, 0xFF, bytes);
 }
 
+Storage::Storage(void* external, size_t bytes, Device dev, std::function<void()> on_release)
+    : data(external), nbytes(bytes), device(dev), release(std::move(on_release)) {}
+
 Storage::~Storage() {
+  if (release) {
+    release();
+    return;
+  }
   if (!data) return;
   if (pinned_for >= 0)
     backend_for(DeviceType::CUDA).deallocate_pinned(data, nbytes, pinned_for);

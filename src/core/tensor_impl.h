@@ -19,9 +19,13 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
-  int pinned_for = -1;  // >= 0: page-locked host memory (see above)
+  int pinned_for = -1;            // >= 0: page-locked host memory (see above)
+  std::function<void()> release;  // set: external memory, handed back through it
   Storage(size_t bytes, Device dev);
   Storage(size_t bytes, Device cpu, int pinned_for_gpu);
+  // Memory Freight did not allocate (freight/external.h): never freed here; `release` runs
+  // once, when the last tensor viewing it is gone.
+  Storage(void* external, size_t bytes, Device dev, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -189,7 +189,7 @@ Dataset load_npz(const std::string& path, const std::string& split, const Arrays
     return assemble(entry("x_test"), entry("y_test"), t, path + "/test");
   }
   Dataset d = assemble(entry("x"), entry("y"), t, path + "/train");
-  if (split == "test") d.note = no_test_note(path, "arrays x_test and y_test");
+  if (split == "test") d.notes.push_back(no_test_note(path, "arrays x_test and y_test"));
   return d;
 }
 
@@ -204,7 +204,7 @@ Dataset load_npy_files(const std::string& data, const std::string& split, const 
     return Named{read_npy(paths[i]), fmt::format("NumPy file '{}'", paths[i])};
   };
   Dataset d = assemble(file(first), file(first + 1), t, data + "/" + (first ? "test" : "train"));
-  if (split == "test" && first == 0) d.note = no_test_note(data, "test files");
+  if (split == "test" && first == 0) d.notes.push_back(no_test_note(data, "test files"));
   return d;
 }
 

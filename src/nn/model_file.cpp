@@ -445,6 +445,19 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   return s;
 }
 
+std::string model_spec_json(const ModelSpec& spec) {
+  json j;
+  j["name"] = spec.name;
+  j["description"] = spec.description;
+  j["input"] = {{"shape", spec.input_shape}, {"dtype", dtype_name(spec.input_dtype)}};
+  if (spec.vocab) j["input"]["vocab"] = spec.vocab;
+  j["classes"] = spec.classes;
+  j["task"] = spec.task;
+  j["layers"] = json::parse(spec.layers_json);
+  j["train"] = spec.train_defaults;
+  return j.dump();
+}
+
 std::vector<std::string> zoo_models() {
   std::vector<std::string> names;
   for (const io::SearchDir& d : io::model_search_dirs()) {

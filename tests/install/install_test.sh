@@ -6,9 +6,9 @@
 #   - runs the installed freight: a zoo model, a model found through FREIGHT_MODEL_PATH, and the
 #     error for a model that is nowhere, which must list the prefix and not the source tree;
 #   - checks that no installed file names the source or the build tree.
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR GENERATOR CXX_COMPILER
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR GENERATOR CXX_COMPILER [PYTHON]
 set -euo pipefail
-build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) generator=$3 cxx=$4
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) generator=$3 cxx=$4 python=${5:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -78,4 +78,19 @@ echo "$out"
 grep -qF "1. $work/none/no-such.json (FREIGHT_MODEL_PATH)" <<< "$out" || fail "error: $out"
 grep -qF "$prefix/share/freight/models/no-such.json" <<< "$out" || fail "error: $out"
 if grep -qF "$src" <<< "$out"; then fail "the installed freight looked in the source tree"; fi
+# The Python package, when the build made it: importable from the prefix's site directory alone,
+# finding the engine (RUNPATH) and the zoo in the prefix.
+package=$(find "$prefix" -path '*/freight/_freight*.so' | head -1)
+if [ -n "$package" ]; then
+  site=$(dirname "$(dirname "$package")")
+  out=$(cd "$work" && PYTHONPATH="$site" "$python" -c '
+import freight
+m = freight.nn.build("lenet5")
+print(m.num_parameters(), freight.__file__)' 2>&1) || fail "import freight from the prefix: $out"
+  echo "$out"
+  grep -qF "61706 $site/freight/__init__.py" <<< "$out" || fail "freight from the prefix: $out"
+  for tree in "$src" "$build"; do
+    if grep -qaF "$tree" "$package"; then fail "$package contains the path $tree"; fi
+  done
+fi
 echo "install test passed"

@@ -47,6 +47,12 @@ class ArraysData : public ::testing::Test {
                             const std::string& split = "train") {
     return test::error_of([&] { load_dataset(data, split, spec); });
   }
+  // The dataset's notes as one string ("" when it has none).
+  static std::string notes(const data::Dataset& d) {
+    std::string all;
+    for (const std::string& n : d.notes) all += n + "\n";
+    return all;
+  }
   fs::path dir_;
   nn::ModelSpec mlp_;
 };
@@ -82,7 +88,7 @@ TEST_F(ArraysData, FloatsAndIntegerLabelsConvertExactly) {
       EXPECT_EQ(d->inputs.dtype(), DType::F32);
       EXPECT_EQ(d->inputs.shape(), (Shape{2, 1, 28, 28}));
       EXPECT_EQ(std::memcmp(d->inputs.data<float>(), f32.data(), f32.size() * 4), 0);
-      EXPECT_TRUE(d->note.empty()) << d->note;
+      EXPECT_TRUE(d->notes.empty()) << notes(*d);
     }
     EXPECT_EQ(train.labels.data<int64_t>()[0], 7);
     EXPECT_EQ(test.labels.data<int64_t>()[1], 5);
@@ -96,11 +102,11 @@ TEST_F(ArraysData, WithoutTestArraysTheTestSplitIsTheTrainingSetWithANote) {
   data::Dataset test = load_dataset(p, "test", mlp_);
   EXPECT_EQ(test.size(), 3);
   EXPECT_EQ(test.labels.data<int64_t>()[2], 3);
-  EXPECT_TRUE(has(test.note,
+  EXPECT_TRUE(has(notes(test),
                   "has no arrays x_test and y_test: the test split is the training "
                   "arrays"))
-      << test.note;
-  EXPECT_TRUE(load_dataset(p, "train", mlp_).note.empty());
+      << notes(test);
+  EXPECT_TRUE(load_dataset(p, "train", mlp_).notes.empty());
   std::string half = npz({{"x.npy", npy_of("|u1", {3, 784}, pixels(3))},
                           {"y.npy", npy_of("<i8", {3}, std::vector<int64_t>{1, 2, 3})},
                           {"x_test.npy", npy_of("|u1", {3, 784}, pixels(3))}},
@@ -118,11 +124,11 @@ TEST_F(ArraysData, PairsOfNpyFiles) {
   EXPECT_FALSE(data::is_arrays_data(dir_.string()));
   data::Dataset two = load_dataset(x + "," + y, "test", mlp_);
   EXPECT_EQ(two.size(), 2);
-  EXPECT_TRUE(has(two.note, "has no test files")) << two.note;
+  EXPECT_TRUE(has(notes(two), "has no test files")) << notes(two);
   data::Dataset four = load_dataset(x + "," + y + "," + xt + "," + yt, "test", mlp_);
   EXPECT_EQ(four.size(), 1);
   EXPECT_EQ(four.labels.data<int64_t>()[0], 8);
-  EXPECT_TRUE(four.note.empty());
+  EXPECT_TRUE(four.notes.empty());
   std::string m = error_loading(x, mlp_);
   EXPECT_TRUE(has(m, "give the inputs and labels as two .npy files")) << m;
   m = error_loading(x + "," + y + "," + xt, mlp_);

@@ -37,9 +37,23 @@ void add_eval(CLI::App& app) {
                  "freight: warning: checkpoint {} holds NaN or infinite weights: {}; its loss and "
                  "accuracy below say little (was it saved from a diverged run?)\n",
                  o->checkpoint, r.non_finite);
-    if (!r.note.empty()) fmt::print("{}\n", r.note);
-    fmt::print("{}: {} samples, loss {:.4f}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
-               r.samples, r.loss, 100 * r.accuracy, r.seconds);
+    for (const std::string& n : r.data_notes) fmt::print("{}\n", n);
+    if (!r.class_names.empty()) {
+      // Index -> name, as the checkpoint saved them (a vocabulary: its first and last words).
+      const size_t n = r.class_names.size(), head = n > 24 ? 20 : n;
+      std::string list;
+      for (size_t i = 0; i < head; ++i)
+        list += fmt::format("{}{} {}", i ? ", " : "", i, r.class_names[i]);
+      if (head < n)
+        list += fmt::format(", ..., {} {} (all {} in the checkpoint's \"class_names\" metadata)",
+                            n - 1, r.class_names[n - 1], n);
+      // (A language model's classes are its vocabulary: a word's id is its class.)
+      fmt::print("{} ({}): {}\n", r.perplexity > 0 ? "vocabulary" : "classes", n, list);
+    }
+    fmt::print("{}: {} samples, loss {:.4f}{}, accuracy {:.2f}% ({:.1f} s)\n", o->checkpoint,
+               r.samples, r.loss,
+               r.perplexity > 0 ? fmt::format(", perplexity {:.2f}", r.perplexity) : std::string(),
+               100 * r.accuracy, r.seconds);
   });
 }
 

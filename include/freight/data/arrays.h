@@ -1,6 +1,6 @@
 // A user's own arrays as a dataset: --data my.npz (arrays x and y, and x_test and y_test for the
 // test split) or --data x.npy,y.npy[,x_test.npy,y_test.npy]. Without test arrays the test split
-// is the training arrays themselves, and the dataset's note says so. docs/data.md has the rules.
+// is the training arrays themselves, and a note of the dataset says so. docs/data.md has the rules.
 #pragma once
 #include <string>
 

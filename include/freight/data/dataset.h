@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "freight/tensor.h"
 
@@ -14,8 +15,12 @@ struct Dataset {
                      // or int64 token ids
   Tensor labels;     // int64 [N] (or [N, T] per time step), in [0, num_classes)
   int64_t num_classes = 0;
-  std::string note;  // what a user should know about this split ("" if nothing), e.g. that it
-                     // is the training data standing in for a missing test set
+  // Index -> name of each class when the data names them (an image folder's class folders, a
+  // text corpus's vocabulary); empty otherwise. freight train saves them in the checkpoint.
+  std::vector<std::string> class_names;
+  // What loading did that a user should hear once (images resized, a test split held out, words
+  // mapped to <unk>, the decoding time); freight train and eval print them.
+  std::vector<std::string> notes;
 
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
   Shape sample_shape() const;                       // inputs' shape without the leading N

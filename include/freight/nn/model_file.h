@@ -33,6 +33,9 @@ struct ModelSpec {
 ModelSpec load_model_spec(const std::string& name_or_path);
 // The same from JSON text already in memory; `origin` names it in errors.
 ModelSpec parse_model_spec(const std::string& json_text, const std::string& origin);
+// The spec as model-file JSON (what a checkpoint's "model_spec" metadata holds); parse_model_spec
+// reads it back to the same spec.
+std::string model_spec_json(const ModelSpec& spec);
 // Names of the models in the zoo (the first directory of the search that holds any), sorted.
 std::vector<std::string> zoo_models();
 // What building a spec would make, found without allocating any weights. Throws freight::Error

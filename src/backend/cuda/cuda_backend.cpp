@@ -458,6 +458,11 @@ class CudaBackend final : public DeviceBackend {
     check_deferred_error(index);
   }
 
+  void* stream_handle(int index) override {
+    set_device(index);
+    return static_cast<void*>(stream(index));
+  }
+
   MemoryStats memory_stats(int index) override {
     std::lock_guard<std::mutex> lock(mu_);
     return dev(index).cache.stats();

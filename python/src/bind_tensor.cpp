@@ -1,0 +1,442 @@
+// freight.Tensor: metadata, copies and views, arithmetic operators, and NumPy's buffer protocol
+// both ways. A CPU tensor exports its memory as a buffer (np.asarray(t) and t.numpy() share it);
+// freight.from_numpy(a) and freight.as_tensor(a) view a buffer's memory in place, holding a
+// reference to the array until the last tensor that views it is gone.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "bindings.h"
+#include "freight/autograd.h"
+#include "freight/error.h"
+#include "freight/external.h"
+#include "freight/ops.h"
+#include "freight/random.h"
+
+namespace freight::python {
+
+namespace {
+
+// The struct module's format character of each dtype that NumPy has (bfloat16 has none).
+const char* buffer_format(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "f";
+    case DType::F64:
+      return "d";
+    case DType::I32:
+      return "i";
+    case DType::I64:
+      return "q";
+    case DType::U8:
+      return "B";
+    case DType::BF16:
+      break;
+  }
+  throw Error("a bfloat16 tensor has no NumPy dtype: convert it first with .to('float32')");
+}
+
+// The dtype of a buffer's format ("<f", "=q", "l", ...), by kind and item size.
+DType dtype_from_format(std::string format, py::ssize_t itemsize) {
+  if (!format.empty() && (format[0] == '>' || format[0] == '!'))
+    throw Error(
+        fmt::format("a big-endian buffer (format '{}') cannot be shared: convert it with "
+                    "numpy's .astype('<{}') first",
+                    format, format.substr(1)));
+  if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@'))
+    format = format.substr(1);
+  if (format.size() == 1) {
+    const char c = format[0];
+    if (c == 'f' && itemsize == 4) return DType::F32;
+    if (c == 'd' && itemsize == 8) return DType::F64;
+    if ((c == 'i' || c == 'l') && itemsize == 4) return DType::I32;
+    if ((c == 'l' || c == 'q') && itemsize == 8) return DType::I64;
+    if (c == 'B' && itemsize == 1) return DType::U8;
+  }
+  throw Error(
+      fmt::format("a buffer of format '{}' ({} bytes per item) has no Freight dtype: "
+                  "Freight holds float32, float64, int32, int64 and uint8",
+                  format, itemsize));
+}
+
+// A reference to a Python object that can be dropped from any thread: the last tensor viewing an
+// array may go on a thread that does not hold the GIL.
+std::function<void()> python_release(py::object owner) {
+  auto* keep = new py::object(std::move(owner));
+  return [keep] {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to hand back to
+    py::gil_scoped_acquire gil;
+    delete keep;
+  };
+}
+
+Tensor from_buffer(py::buffer b) {
+  py::buffer_info info = b.request();
+  const DType dtype = dtype_from_format(info.format, info.itemsize);
+  Shape shape(info.shape.begin(), info.shape.end()), strides;
+  for (py::ssize_t s : info.strides) {
+    if (s % info.itemsize != 0)
+      throw Error(
+          fmt::format("a buffer of shape {} has strides that are not whole items ({} "
+                      "bytes per item): copy it with numpy's .copy() first",
+                      shape_str(shape), info.itemsize));
+    strides.push_back(s / info.itemsize);
+  }
+  Tensor t = from_external(info.ptr, shape, strides, dtype, Device::cpu(),
+                           python_release(py::reinterpret_borrow<py::object>(b)));
+  // A read-only array (np.frombuffer of bytes, a broadcast view) must not be written through:
+  // Freight gets a copy of it instead.
+  return info.readonly ? t.clone() : t;
+}
+
+// Nested Python lists or a number: values and shape; int64 when every value is an integer.
+void collect(py::handle obj, size_t depth, Shape& shape, std::vector<double>& values,
+             bool& all_int) {
+  if (py::isinstance<py::bool_>(obj) || py::isinstance<py::int_>(obj) ||
+      py::isinstance<py::float_>(obj)) {
+    if (depth != shape.size() && !shape.empty())
+      throw Error("freight.tensor: a nested list with rows of different depths");
+    if (py::isinstance<py::float_>(obj)) all_int = false;
+    values.push_back(obj.cast<double>());
+    return;
+  }
+  if (!py::isinstance<py::sequence>(obj) || py::isinstance<py::str>(obj))
+    throw Error(
+        fmt::format("freight.tensor: cannot make a tensor of a {} (give a number, a "
+                    "nested list, a NumPy array or a tensor)",
+                    std::string(py::str(py::type::handle_of(obj).attr("__name__")))));
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+  const int64_t n = int64_t(py::len(seq));
+  if (shape.size() == depth)
+    shape.push_back(n);
+  else if (shape[depth] != n)
+    throw Error(fmt::format("freight.tensor: rows of different lengths ({} and {}) at depth {}",
+                            shape[depth], n, depth));
+  for (py::handle item : seq) collect(item, depth + 1, shape, values, all_int);
+}
+
+Tensor from_values(py::handle obj) {
+  Shape shape;
+  std::vector<double> values;
+  bool all_int = true;
+  collect(obj, 0, shape, values, all_int);
+  if (all_int)
+    return Tensor::from_vector(std::vector<int64_t>(values.begin(), values.end()), shape);
+  return Tensor::from_vector(values, shape).to(DType::F32);
+}
+
+Shape shape_arg(py::handle shape) {
+  if (py::isinstance<py::int_>(shape)) return {shape.cast<int64_t>()};
+  return shape.cast<Shape>();
+}
+
+// One index of t[...]: an integer selects (and drops the dimension), a slice with step 1 views.
+Tensor index_one(const Tensor& t, int64_t& dim, py::handle index) {
+  if (py::isinstance<py::int_>(index)) {
+    int64_t i = index.cast<int64_t>(), n = t.size(dim);
+    if (i < -n || i >= n)
+      throw py::index_error(
+          fmt::format("index {} is out of range for dimension {} of size {}", i, dim, n));
+    return t.select(dim, i < 0 ? i + n : i);
+  }
+  if (py::isinstance<py::slice>(index)) {
+    py::ssize_t start, stop, step, length;
+    if (!py::reinterpret_borrow<py::slice>(index).compute(t.size(dim), &start, &stop, &step,
+                                                          &length))
+      throw py::error_already_set();
+    if (step != 1) throw Error("freight.Tensor indexing: slices with a step other than 1");
+    Tensor r = t.slice(dim, start, start + length);
+    ++dim;
+    return r;
+  }
+  throw Error("freight.Tensor indexing takes integers and slices");
+}
+
+Tensor scalar_like(double v, const Tensor& t) {
+  return Tensor::scalar(v, t.dtype(), t.device());
+}
+
+// The buffer of a CPU tensor: its memory, strides in bytes, the struct format of its dtype.
+py::buffer_info tensor_buffer(const Tensor& t) {
+  if (!t.device().is_cpu())
+    throw Error(
+        fmt::format("a tensor on {} has no host memory to share: copy it with "
+                    ".to('cpu') first",
+                    t.device().str()));
+  const char* format = buffer_format(t.dtype());
+  const py::ssize_t item = py::ssize_t(dtype_size(t.dtype()));
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * item);
+  return py::buffer_info(t.data_ptr(), item, format, py::ssize_t(shape.size()), shape, strides,
+                         false);
+}
+
+// A NumPy array over a CPU tensor's memory, keeping the tensor alive (its base).
+py::object to_numpy(py::object self) {
+  tensor_buffer(self.cast<Tensor>());  // the errors, before NumPy tries anything else
+  return py::module_::import("numpy").attr("asarray")(py::memoryview(self));
+}
+
+}  // namespace
+
+Device device_arg(const std::string& text) {
+  return resolve_device(text);
+}
+
+std::vector<int64_t> dims_arg(py::handle dim) {
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<std::vector<int64_t>>();
+}
+
+DType dtype_arg(py::handle dtype) {
+  if (py::isinstance<py::str>(dtype)) return parse_dtype(dtype.cast<std::string>());
+  // NumPy dtypes and types (np.float32), torch dtypes (torch.float32): by their name.
+  if (py::hasattr(dtype, "name") && !py::hasattr(dtype, "is_floating_point"))
+    return parse_dtype(py::str(dtype.attr("name")));
+  std::string text = py::str(dtype);  // "torch.float32", "<class 'numpy.float32'>"
+  for (const char* name : {"bfloat16", "float32", "float64", "int32", "int64", "uint8"})
+    if (text.find(name) != std::string::npos) return parse_dtype(name);
+  throw Error(
+      fmt::format("'{}' is not a dtype Freight holds (float32, float64, bfloat16, int32, "
+                  "int64, uint8)",
+                  text));
+}
+
+Tensor as_tensor(py::handle obj) {
+  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
+  if (PyObject_CheckBuffer(obj.ptr())) return from_buffer(py::reinterpret_borrow<py::buffer>(obj));
+  if (py::hasattr(obj, "__dlpack__"))
+    return py::module_::import("freight._freight").attr("from_dlpack")(obj).cast<Tensor>();
+  return from_values(obj);
+}
+
+void bind_tensor(py::module_& m) {
+  py::class_<Tensor> t(m, "Tensor", py::buffer_protocol(), R"doc(
+A view of Freight memory on one device, with autograd state, as torch.Tensor.
+
+np.asarray(t) and t.numpy() share a CPU tensor's memory; freight.from_numpy(a) and
+freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
+  t.def_buffer([](Tensor& self) { return tensor_buffer(self); });
+  t.def_property_readonly("shape", [](const Tensor& s) { return py::tuple(py::cast(s.shape())); })
+      .def("size", [](const Tensor& s) { return py::tuple(py::cast(s.shape())); })
+      .def("size", [](const Tensor& s, int64_t d) { return s.size(d); })
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("__len__",
+           [](const Tensor& s) {
+             if (s.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+             return s.size(0);
+           })
+      .def_property_readonly("dtype", [](const Tensor& s) { return dtype_name(s.dtype()); })
+      .def_property_readonly("device", [](const Tensor& s) { return s.device().str(); })
+      .def_property_readonly("is_cuda", [](const Tensor& s) { return s.device().is_cuda(); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("data_ptr", [](const Tensor& s) { return reinterpret_cast<uintptr_t>(s.data_ptr()); })
+      .def("__repr__", [](const Tensor& s) { return "freight." + s.str(); })
+      // ---- copies and views ----
+      .def(
+          "to",
+          [](const Tensor& s, const std::string& where) {
+            // A device name or a dtype name: "cuda", "cpu:0"... or "float64", "bf16"...
+            bool is_device = where == "auto";
+            try {
+              if (!is_device) parse_device(where);
+              is_device = true;
+            } catch (const Error&) {
+            }
+            if (!is_device) return s.to(parse_dtype(where));
+            py::gil_scoped_release nogil;
+            return s.to(resolve_device(where));
+          },
+          py::arg("device_or_dtype"))
+      .def(
+          "to", [](const Tensor& s, py::handle dtype) { return s.to(dtype_arg(dtype)); },
+          py::arg("dtype"))
+      .def("cpu", [](const Tensor& s) { return s.to(Device::cpu()); })
+      .def(
+          "cuda", [](const Tensor& s, int index) { return s.to(Device::cuda(index)); },
+          py::arg("index") = 0)
+      .def("numpy", &to_numpy, "A NumPy array sharing this CPU tensor's memory.")
+      // np.asarray(t) takes the buffer; where the buffer is refused (a GPU or bfloat16 tensor),
+      // NumPy would go on to read the tensor as a sequence of 0-d tensors: __array__ says why not.
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype, py::object copy) {
+            py::object a = to_numpy(self);
+            return dtype.is_none() ? a : a.attr("astype")(dtype);
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("detach", &Tensor::detach)
+      .def("copy_",
+           [](Tensor& s, py::handle src) {
+             s.copy_(as_tensor(src));
+             return s;
+           })
+      .def("fill_",
+           [](Tensor& s, double v) {
+             s.fill_(v);
+             return s;
+           })
+      .def("zero_",
+           [](Tensor& s) {
+             s.zero_();
+             return s;
+           })
+      .def("reshape", [](const Tensor& s, const Shape& shape) { return s.reshape(shape); })
+      .def("reshape", [](const Tensor& s, py::args dims) { return s.reshape(dims.cast<Shape>()); })
+      .def("view", [](const Tensor& s, const Shape& shape) { return s.view(shape); })
+      .def("view", [](const Tensor& s, py::args dims) { return s.view(dims.cast<Shape>()); })
+      .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+      .def("transpose", &Tensor::transpose)
+      .def("permute", [](const Tensor& s,
+                         py::args dims) { return s.permute(dims.cast<std::vector<int64_t>>()); })
+      .def_property_readonly("T", [](const Tensor& s) { return s.t(); })
+      .def("t", &Tensor::t)
+      .def("unsqueeze", &Tensor::unsqueeze)
+      .def("squeeze", &Tensor::squeeze)
+      .def("__getitem__",
+           [](const Tensor& s, py::handle index) {
+             int64_t dim = 0;
+             if (!py::isinstance<py::tuple>(index)) return index_one(s, dim, index);
+             Tensor r = s;
+             for (py::handle i : py::reinterpret_borrow<py::tuple>(index)) r = index_one(r, dim, i);
+             return r;
+           })
+      // ---- values on the host ----
+      .def("item", &Tensor::item)
+      .def("tolist",
+           [](py::object self) {
+             Tensor s = self.cast<Tensor>();
+             if (!s.device().is_cpu()) s = s.to(Device::cpu());
+             if (s.dtype() == DType::BF16) s = s.to(DType::F32);
+             return py::module_::import("numpy").attr("asarray")(py::cast(s)).attr("tolist")();
+           })
+      // ---- autograd ----
+      .def_property("requires_grad", &Tensor::requires_grad,
+                    [](Tensor& s, bool on) { s.set_requires_grad(on); })
+      .def(
+          "requires_grad_", [](Tensor& s, bool on) { return s.set_requires_grad(on); },
+          py::arg("requires_grad") = true)
+      .def_property(
+          "grad",
+          [](const Tensor& s) -> py::object {
+            Tensor g = s.grad();
+            return g.defined() ? py::cast(g) : py::none();
+          },
+          [](const Tensor& s, py::object g) { s.set_grad(g.is_none() ? Tensor() : as_tensor(g)); })
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property_readonly("grad_fn",
+                             [](const Tensor& s) -> py::object {
+                               if (s.is_leaf()) return py::none();
+                               return py::str(grad_fn_name(s));
+                             })
+      .def(
+          "backward",
+          [](const Tensor& s, py::object grad, bool retain_graph) {
+            Tensor g = grad.is_none() ? Tensor() : as_tensor(grad);
+            py::gil_scoped_release nogil;
+            s.backward(g, retain_graph);
+          },
+          py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
+      // ---- arithmetic (broadcasting; a Python number is a scalar of the tensor's dtype) ----
+      .def("__add__", [](const Tensor& a, const Tensor& b) { return add(a, b); })
+      .def("__add__", [](const Tensor& a, double b) { return add_scalar(a, b); })
+      .def("__radd__", [](const Tensor& a, double b) { return add_scalar(a, b); })
+      .def("__sub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); })
+      .def("__sub__", [](const Tensor& a, double b) { return add_scalar(a, -b); })
+      .def("__rsub__", [](const Tensor& a, double b) { return add_scalar(neg(a), b); })
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); })
+      .def("__mul__", [](const Tensor& a, double b) { return scale(a, b); })
+      .def("__rmul__", [](const Tensor& a, double b) { return scale(a, b); })
+      .def("__truediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); })
+      .def("__truediv__", [](const Tensor& a, double b) { return div(a, scalar_like(b, a)); })
+      .def("__rtruediv__", [](const Tensor& a, double b) { return div(scalar_like(b, a), a); })
+      .def("__neg__", [](const Tensor& a) { return neg(a); })
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); })
+      .def(
+          "sum",
+          [](const Tensor& a, py::object dim, bool keepdim) {
+            return dim.is_none() ? sum(a) : sum(a, dims_arg(dim), keepdim);
+          },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "mean",
+          [](const Tensor& a, py::object dim, bool keepdim) {
+            return dim.is_none() ? mean(a) : mean(a, dims_arg(dim), keepdim);
+          },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "argmax", [](const Tensor& a, int64_t dim) { return argmax(a, dim); },
+          py::arg("dim") = -1);
+
+  // ---- creation ----
+  m.def(
+      "tensor",
+      [](py::handle data, py::object dtype, const std::string& device, bool requires_grad) {
+        // Always a copy, as torch.tensor: the new tensor owns its memory.
+        Tensor src = as_tensor(data);
+        Tensor r = src.clone().detach();
+        if (!dtype.is_none()) r = r.to(dtype_arg(dtype));
+        r = r.to(device_arg(device));
+        if (requires_grad) r.set_requires_grad(true);
+        return r;
+      },
+      py::arg("data"), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
+      py::arg("requires_grad") = false,
+      "A new tensor holding a copy of data (numbers, nested lists, arrays, tensors).");
+  m.def(
+      "from_numpy", [](py::buffer b) { return from_buffer(b); }, py::arg("array"),
+      "A CPU tensor that shares the array's memory (writes through either are seen by both).");
+  m.def(
+      "as_tensor", [](py::handle obj) { return as_tensor(obj); }, py::arg("data"),
+      "A tensor sharing data's memory where it can (arrays, DLPack), else a copy.");
+  auto factory = [&m](const char* name, auto fn, const char* doc) {
+    m.def(
+        name,
+        [fn](py::handle shape, py::handle dtype, const std::string& device, bool requires_grad) {
+          Tensor r = fn(shape_arg(shape), dtype.is_none() ? DType::F32 : dtype_arg(dtype),
+                        device_arg(device));
+          if (requires_grad) r.set_requires_grad(true);
+          return r;
+        },
+        py::arg("shape"), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
+        py::arg("requires_grad") = false, doc);
+  };
+  factory(
+      "zeros", [](const Shape& s, DType t, Device d) { return Tensor::zeros(s, t, d); },
+      "A tensor of zeros.");
+  factory(
+      "ones", [](const Shape& s, DType t, Device d) { return Tensor::ones(s, t, d); },
+      "A tensor of ones.");
+  factory(
+      "empty", [](const Shape& s, DType t, Device d) { return Tensor::empty(s, t, d); },
+      "A tensor with unset values.");
+  factory(
+      "randn", [](const Shape& s, DType t, Device d) { return Tensor::normal(s, 0, 1, t, d); },
+      "Standard normal values from the default generator (freight.manual_seed).");
+  factory(
+      "rand", [](const Shape& s, DType t, Device d) { return Tensor::uniform(s, 0, 1, t, d); },
+      "Uniform values in [0, 1) from the default generator.");
+  m.def(
+      "full",
+      [](py::handle shape, double value, py::handle dtype, const std::string& device) {
+        return Tensor::full(shape_arg(shape), value,
+                            dtype.is_none() ? DType::F32 : dtype_arg(dtype), device_arg(device));
+      },
+      py::arg("shape"), py::arg("fill_value"), py::arg("dtype") = py::none(),
+      py::arg("device") = "cpu");
+  m.def(
+      "randint",
+      [](int64_t low, int64_t high, py::handle shape, const std::string& device) {
+        return Tensor::randint(shape_arg(shape), low, high, device_arg(device));
+      },
+      py::arg("low"), py::arg("high"), py::arg("shape"), py::arg("device") = "cpu",
+      "int64 values in [low, high) from the default generator.");
+  m.def("manual_seed", &manual_seed, py::arg("seed"),
+        "Seeds the default generator (initialisation, dropout, shuffling, random tensors).");
+}
+
+}  // namespace freight::python

@@ -1,0 +1,104 @@
+"""freight.Tensor and NumPy: memory is shared both ways (a write through one is read through the
+other), dtypes map exactly, and what cannot be shared says why."""
+import numpy as np
+import pytest
+
+import freight
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8])
+def test_from_numpy_shares_memory(dtype):
+    a = (np.arange(12) % 7).astype(dtype).reshape(3, 4)
+    t = freight.from_numpy(a)
+    assert t.shape == (3, 4)
+    assert t.dtype == np.dtype(dtype).name
+    assert t.device == "cpu"
+    a[1, 2] = 5
+    assert t.tolist()[1][2] == 5
+    # Written through Freight (an in-place op on the tensor), read through NumPy.
+    t.fill_(3)
+    assert (a == 3).all()
+
+
+def test_numpy_of_a_tensor_shares_memory():
+    t = freight.zeros((2, 5))
+    n = t.numpy()
+    n[0, 4] = 2.5
+    assert t.tolist()[0][4] == 2.5
+    t.fill_(1.5)
+    assert (n == 1.5).all()
+    assert np.shares_memory(n, np.asarray(t))
+
+
+def test_strided_views_are_shared_without_copy():
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    t = freight.from_numpy(a[:, 1::2])  # a non-contiguous view
+    assert t.shape == (4, 3)
+    assert not t.is_contiguous()
+    assert t.tolist() == a[:, 1::2].tolist()
+    a[3, 5] = -1
+    assert t.tolist()[3][2] == -1
+    # A transposed Freight view exported back to NumPy keeps its strides.
+    tt = freight.from_numpy(a).T
+    assert np.array_equal(tt.numpy(), a.T)
+
+
+def test_the_array_outlives_python_references():
+    a = np.arange(1000, dtype=np.float64)
+    t = freight.from_numpy(a)
+    del a  # the tensor holds the array
+    assert t.sum().item() == sum(range(1000))
+
+
+def test_values_survive_ops_and_autograd():
+    x = freight.from_numpy(np.array([[1.0, -2.0, 3.0]], dtype=np.float32)).clone()
+    x.requires_grad = True
+    y = (freight.relu(x) * 2.0).sum()
+    y.backward()
+    assert x.grad.tolist() == [[2.0, 0.0, 2.0]]
+    assert y.item() == 8.0
+
+
+def test_unsupported_arrays_say_why():
+    with pytest.raises(freight.Error, match="no Freight dtype"):
+        freight.from_numpy(np.zeros(3, dtype=np.int16))
+    with pytest.raises(freight.Error, match="negative strides"):
+        freight.from_numpy(np.arange(4, dtype=np.float32)[::-1])
+    with pytest.raises(freight.Error, match="big-endian"):
+        freight.from_numpy(np.zeros(3, dtype=">f4"))
+    torch = pytest.importorskip("torch")
+    bf16 = freight.from_dlpack(torch.ones(2, dtype=torch.bfloat16))
+    with pytest.raises(freight.Error, match="bfloat16 tensor has no NumPy dtype"):
+        bf16.numpy()
+
+
+def test_read_only_arrays_are_copied_not_shared():
+    a = np.arange(4, dtype=np.float32)
+    a.flags.writeable = False
+    t = freight.from_numpy(a)
+    t.fill_(9)  # would write into a read-only array if it were shared
+    assert a.tolist() == [0, 1, 2, 3]
+
+
+def test_tensor_copies_lists_and_numbers():
+    t = freight.tensor([[1, 2], [3, 4]])
+    assert t.dtype == "int64" and t.shape == (2, 2)
+    f = freight.tensor([0.5, 1.5], dtype="float64")
+    assert f.dtype == "float64" and f.tolist() == [0.5, 1.5]
+    a = np.ones(3, dtype=np.float32)
+    c = freight.tensor(a)
+    a[0] = 7
+    assert c.tolist() == [1, 1, 1]  # freight.tensor always copies
+    with pytest.raises(freight.Error, match="rows of different lengths"):
+        freight.tensor([[1, 2], [3]])
+
+
+def test_indexing_and_shape_ops():
+    t = freight.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    assert t[1].shape == (3, 4)
+    assert t[1, 2].tolist() == [20, 21, 22, 23]
+    assert t[:, 1:3].shape == (2, 2, 4)
+    assert t.reshape(6, 4).shape == (6, 4)
+    assert t.permute(2, 0, 1).shape == (4, 2, 3)
+    with pytest.raises(IndexError):
+        t[2]

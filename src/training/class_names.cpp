@@ -1,0 +1,56 @@
+#include "training/class_names.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "freight/error.h"
+
+namespace freight::detail {
+
+namespace {
+constexpr const char* kKey = "class_names";
+
+std::string some(const std::vector<std::string>& names) {
+  std::string s;
+  const size_t shown = std::min<size_t>(names.size(), 8);
+  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > shown) s += ", ...";
+  return s;
+}
+}  // namespace
+
+void put_class_names(io::Metadata& meta, const std::vector<std::string>& names) {
+  if (!names.empty()) meta[kKey] = nlohmann::json(names).dump();
+}
+
+std::vector<std::string> class_names_of(const io::Metadata& meta, const std::string& file) {
+  auto it = meta.find(kKey);
+  if (it == meta.end()) return {};
+  nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+  bool ok = j.is_array();
+  for (size_t i = 0; ok && i < j.size(); ++i) ok = j[i].is_string();
+  FREIGHT_CHECK(ok, fmt::format("checkpoint '{}': metadata \"{}\" is not a JSON array of "
+                                "strings",
+                                file, kKey));
+  return j.get<std::vector<std::string>>();
+}
+
+void check_same_classes(const std::vector<std::string>& saved, const std::vector<std::string>& data,
+                        const std::string& checkpoint, const std::string& data_name) {
+  if (saved.empty() || data.empty() || saved == data) return;
+  size_t i = 0;
+  while (i < saved.size() && i < data.size() && saved[i] == data[i]) ++i;
+  std::string first = i < saved.size() && i < data.size()
+                          ? fmt::format("class {} is '{}' in the checkpoint but '{}' in the data",
+                                        i, saved[i], data[i])
+                          : fmt::format("the first {} agree, then the {} has more", i,
+                                        saved.size() > data.size() ? "checkpoint" : "data");
+  throw Error(fmt::format(
+      "checkpoint '{}' was trained on {} classes ({}) but --data {} has {} ({}): {}; its "
+      "predictions would be read with the wrong names (give the data it was trained on)",
+      checkpoint, saved.size(), some(saved), data_name, data.size(), some(data), first));
+}
+
+}  // namespace freight::detail
