@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "core/backend.h"
 #include "core/tensor_impl.h"
 #include "freight/error.h"
@@ -23,9 +25,20 @@ Tensor from_external(void* data, const Shape& shape, const Shape& strides, DType
                   fmt::format("from_external: shape {} with strides {}: negative strides (a "
                               "reversed view) are not supported; copy the array first",
                               shape_str(shape), shape_str(strides)));
-    numel *= shape[d];
-    if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
+    // Sizes come from other libraries' headers (a DLPack capsule can say anything): a product
+    // that wraps around would make a small storage that the tensor then overruns.
+    int64_t reach = 0;
+    const bool wraps = __builtin_mul_overflow(numel, shape[d], &numel) ||
+                       (shape[d] > 0 && (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
+                                         __builtin_add_overflow(last, reach, &last)));
+    FREIGHT_CHECK(!wraps, fmt::format("from_external: shape {} with strides {} spans more memory "
+                                      "than can be addressed",
+                                      shape_str(shape), shape_str(strides)));
   }
+  FREIGHT_CHECK(numel == 0 || (last + 1) <= int64_t(SIZE_MAX / 2 / dtype_size(dtype)),
+                fmt::format("from_external: shape {} with strides {} spans more memory than can "
+                            "be addressed",
+                            shape_str(shape), shape_str(strides)));
   FREIGHT_CHECK(numel == 0 || data != nullptr,
                 fmt::format("from_external: no memory for a tensor of shape {}", shape_str(shape)));
   const size_t nbytes = numel == 0 ? 0 : size_t(last + 1) * dtype_size(dtype);

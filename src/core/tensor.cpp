@@ -39,6 +39,14 @@ Storage::Storage(void* external, size_t bytes, Device dev, std::function<void()>
 
 Storage::~Storage() {
   if (release) {
+    // GPU memory lent by another library: Freight's queued kernels may still use it, and its
+    // owner may hand it to other work as soon as it is back. (A destructor must not throw.)
+    if (device.is_cuda()) {
+      try {
+        backend_for(device.type).synchronize(device.index);
+      } catch (...) {
+      }
+    }
     release();
     return;
   }
