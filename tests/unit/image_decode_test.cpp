@@ -211,7 +211,7 @@ TEST_F(ImageDecode, BrokenFilesNameTheFileAndTheFault) {
 }
 
 TEST_F(ImageDecode, HugeDimensionsAreRefusedBeforeAllocating) {
-  // A valid PNG header claiming 30000 x 30000 (9e8 pixels, over the 2^28 cap), no pixel data.
+  // A valid PNG header claiming 30000 x 30000 (9e8 pixels, over the 2^26 cap), no pixel data.
   test::write_png(path("small.png"), spec(1, 1, PNG_COLOR_TYPE_GRAY, 8, {0}));
   std::string png = read_bytes(path("small.png"));
   // IHDR's width and height sit at bytes 16..23; the CRC after them is then wrong, so patch it.

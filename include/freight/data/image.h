@@ -20,9 +20,10 @@ struct Image {
 };
 
 // Largest image accepted, checked from the header before any pixel is allocated: at most 32768
-// pixels a side and 2^28 pixels in all.
+// pixels a side and 2^26 pixels (8192 x 8192) in all: 192 MiB of RGB per image being decoded,
+// on each decoding thread (PIL refuses images from about 179 million pixels).
 inline constexpr int64_t kMaxImageSide = 32768;
-inline constexpr int64_t kMaxImagePixels = int64_t(1) << 28;
+inline constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
 
 // Decodes a PNG or a JPEG, told apart by their first bytes (not by the file name), to 8-bit gray
 // or RGB as stored:
