@@ -32,7 +32,7 @@ class no_grad:
     def __call__(self, fn):
         @_functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with no_grad():
+            with type(self)():
                 return fn(*args, **kwargs)
 
         return wrapper

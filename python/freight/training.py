@@ -101,7 +101,8 @@ def train(*, progress=True, on_epoch=None, on_batch=None, stream=None, **options
 
 def evaluate(model, data="", split="test", device="auto", batch_size=1000, limit=0):
     """Loss and accuracy of a checkpoint (a path) or a model (from freight.nn.build, freight.load
-    or a TrainResult) on a dataset split: a dict."""
+    or a TrainResult) on a dataset split: a dict. A model is evaluated where its parameters are,
+    after moving it to `device` when one is named."""
     if isinstance(model, (str, os.PathLike)):
         return _freight._evaluate_checkpoint(os.fspath(model), data, split, device, batch_size,
                                              limit)
@@ -109,6 +110,8 @@ def evaluate(model, data="", split="test", device="auto", batch_size=1000, limit
     if spec is None:
         raise TypeError("freight.evaluate needs a checkpoint path or a model with a .spec "
                         "(from freight.nn.build, freight.load or freight.train)")
+    if device != "auto":
+        model.to(device)  # (in place, as torch's module.to)
     return _freight._evaluate_model(model, spec, data, split, batch_size, limit)
 
 

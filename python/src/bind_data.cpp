@@ -60,6 +60,11 @@ void bind_data(py::module_& m) {
   m.def(
       "arrays",
       [](const Tensor& inputs, const Tensor& labels, int64_t num_classes) {
+        // The Loader's thread reads samples through host pointers.
+        FREIGHT_CHECK(inputs.device().is_cpu() && labels.device().is_cpu(),
+                      fmt::format("freight.data.arrays: inputs on {} and labels on {}: a dataset "
+                                  "lives on the CPU (the Loader moves batches to its device)",
+                                  inputs.device().str(), labels.device().str()));
         data::Dataset d;
         d.name = "arrays";
         d.inputs = inputs;

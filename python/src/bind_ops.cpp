@@ -107,7 +107,8 @@ void bind_ops(py::module_& m) {
   m.def("argmax", &argmax, py::arg("input"), py::arg("dim") = -1);
   m.def("cat", &cat, py::arg("tensors"), py::arg("dim") = 0);
   m.def("stack", &stack, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("flatten", &flatten, py::arg("input"), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
+  // torch.flatten's defaults (the whole tensor), not nn.Flatten's (after the batch dimension).
+  m.def("flatten", &flatten, py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
 }
 
 }  // namespace freight::python

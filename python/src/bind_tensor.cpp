@@ -4,6 +4,7 @@
 // reference to the array until the last tensor that views it is gone.
 #include <fmt/format.h>
 
+#include <pybind11/numpy.h>
 #include <memory>
 
 #include "bindings.h"
@@ -59,15 +60,17 @@ DType dtype_from_format(std::string format, py::ssize_t itemsize) {
                   format, itemsize));
 }
 
-// A reference to a Python object that can be dropped from any thread: the last tensor viewing an
-// array may go on a thread that does not hold the GIL.
-std::function<void()> python_release(py::object owner) {
-  auto* keep = new py::object(std::move(owner));
-  return [keep] {
-    if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to hand back to
-    py::gil_scoped_acquire gil;
-    delete keep;
-  };
+// Holds a Python object's exported buffer (so the exporter cannot resize, move or unmap it) for
+// as long as a tensor views it. The last tensor may go on a thread that does not hold the GIL,
+// and a tensor that fails its checks drops it at once: either way it is released under the GIL.
+std::function<void()> hold_buffer(py::buffer_info info) {
+  std::shared_ptr<py::buffer_info> held(new py::buffer_info(std::move(info)),
+                                        [](py::buffer_info* b) {
+                                          if (!Py_IsInitialized()) return;  // interpreter gone
+                                          py::gil_scoped_acquire gil;
+                                          delete b;
+                                        });
+  return [held] {};  // the storage drops the closure, and with it the buffer
 }
 
 Tensor from_buffer(py::buffer b) {
@@ -82,11 +85,13 @@ Tensor from_buffer(py::buffer b) {
                       shape_str(shape), info.itemsize));
     strides.push_back(s / info.itemsize);
   }
-  Tensor t = from_external(info.ptr, shape, strides, dtype, Device::cpu(),
-                           python_release(py::reinterpret_borrow<py::object>(b)));
+  void* data = info.ptr;
+  const bool readonly = info.readonly;
+  Tensor t =
+      from_external(data, shape, strides, dtype, Device::cpu(), hold_buffer(std::move(info)));
   // A read-only array (np.frombuffer of bytes, a broadcast view) must not be written through:
   // Freight gets a copy of it instead.
-  return info.readonly ? t.clone() : t;
+  return readonly ? t.clone() : t;
 }
 
 // Nested Python lists or a number: values and shape; int64 when every value is an integer.
@@ -105,6 +110,7 @@ void collect(py::handle obj, size_t depth, Shape& shape, std::vector<double>& va
         fmt::format("freight.tensor: cannot make a tensor of a {} (give a number, a "
                     "nested list, a NumPy array or a tensor)",
                     std::string(py::str(py::type::handle_of(obj).attr("__name__")))));
+  if (depth >= 64) throw Error("freight.tensor: lists nested more than 64 deep");
   py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
   const int64_t n = int64_t(py::len(seq));
   if (shape.size() == depth)
@@ -156,8 +162,17 @@ Tensor scalar_like(double v, const Tensor& t) {
   return Tensor::scalar(v, t.dtype(), t.device());
 }
 
-// The buffer of a CPU tensor: its memory, strides in bytes, the struct format of its dtype.
-py::buffer_info tensor_buffer(const Tensor& t) {
+// The operand of arithmetic with a Python number: Freight's arithmetic is floating-point, so an
+// integer tensor computes in float32 (PyTorch promotes the same way for a fractional number or a
+// division; for integer results, round the float32 result).
+Tensor promoted(const Tensor& t) {
+  return is_floating(t.dtype()) ? t : t.to(DType::F32);
+}
+
+// A NumPy array over a CPU tensor's memory. Its base owns a handle of the tensor's storage (a
+// detached view), not the Python tensor: Module.to() may give that tensor other memory, and the
+// array must keep pointing at memory that stays alive.
+py::object to_numpy(const Tensor& t) {
   if (!t.device().is_cpu())
     throw Error(
         fmt::format("a tensor on {} has no host memory to share: copy it with "
@@ -167,14 +182,8 @@ py::buffer_info tensor_buffer(const Tensor& t) {
   const py::ssize_t item = py::ssize_t(dtype_size(t.dtype()));
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
   for (int64_t s : t.strides()) strides.push_back(s * item);
-  return py::buffer_info(t.data_ptr(), item, format, py::ssize_t(shape.size()), shape, strides,
-                         false);
-}
-
-// A NumPy array over a CPU tensor's memory, keeping the tensor alive (its base).
-py::object to_numpy(py::object self) {
-  tensor_buffer(self.cast<Tensor>());  // the errors, before NumPy tries anything else
-  return py::module_::import("numpy").attr("asarray")(py::memoryview(self));
+  py::capsule owner(new Tensor(t.detach()), [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array(py::dtype(format), shape, strides, t.data_ptr(), owner);
 }
 
 }  // namespace
@@ -211,12 +220,11 @@ Tensor as_tensor(py::handle obj) {
 }
 
 void bind_tensor(py::module_& m) {
-  py::class_<Tensor> t(m, "Tensor", py::buffer_protocol(), R"doc(
+  py::class_<Tensor> t(m, "Tensor", R"doc(
 A view of Freight memory on one device, with autograd state, as torch.Tensor.
 
-np.asarray(t) and t.numpy() share a CPU tensor's memory; freight.from_numpy(a) and
+np.asarray(t) and t.numpy() share a CPU tensor's memory (__array__); freight.from_numpy(a) and
 freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
-  t.def_buffer([](Tensor& self) { return tensor_buffer(self); });
   t.def_property_readonly("shape", [](const Tensor& s) { return py::tuple(py::cast(s.shape())); })
       .def("size", [](const Tensor& s) { return py::tuple(py::cast(s.shape())); })
       .def("size", [](const Tensor& s, int64_t d) { return s.size(d); })
@@ -258,11 +266,9 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
           "cuda", [](const Tensor& s, int index) { return s.to(Device::cuda(index)); },
           py::arg("index") = 0)
       .def("numpy", &to_numpy, "A NumPy array sharing this CPU tensor's memory.")
-      // np.asarray(t) takes the buffer; where the buffer is refused (a GPU or bfloat16 tensor),
-      // NumPy would go on to read the tensor as a sequence of 0-d tensors: __array__ says why not.
       .def(
           "__array__",
-          [](py::object self, py::object dtype, py::object copy) {
+          [](const Tensor& self, py::object dtype, py::object copy) {
             py::object a = to_numpy(self);
             return dtype.is_none() ? a : a.attr("astype")(dtype);
           },
@@ -308,11 +314,9 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
       // ---- values on the host ----
       .def("item", &Tensor::item)
       .def("tolist",
-           [](py::object self) {
-             Tensor s = self.cast<Tensor>();
-             if (!s.device().is_cpu()) s = s.to(Device::cpu());
-             if (s.dtype() == DType::BF16) s = s.to(DType::F32);
-             return py::module_::import("numpy").attr("asarray")(py::cast(s)).attr("tolist")();
+           [](const Tensor& self) {
+             Tensor s = self.device().is_cpu() ? self : self.to(Device::cpu());
+             return to_numpy(s).attr("tolist")();
            })
       // ---- autograd ----
       .def_property("requires_grad", &Tensor::requires_grad,
@@ -343,17 +347,25 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
           py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       // ---- arithmetic (broadcasting; a Python number is a scalar of the tensor's dtype) ----
       .def("__add__", [](const Tensor& a, const Tensor& b) { return add(a, b); })
-      .def("__add__", [](const Tensor& a, double b) { return add_scalar(a, b); })
-      .def("__radd__", [](const Tensor& a, double b) { return add_scalar(a, b); })
+      .def("__add__", [](const Tensor& a, double b) { return add_scalar(promoted(a), b); })
+      .def("__radd__", [](const Tensor& a, double b) { return add_scalar(promoted(a), b); })
       .def("__sub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); })
-      .def("__sub__", [](const Tensor& a, double b) { return add_scalar(a, -b); })
-      .def("__rsub__", [](const Tensor& a, double b) { return add_scalar(neg(a), b); })
+      .def("__sub__", [](const Tensor& a, double b) { return add_scalar(promoted(a), -b); })
+      .def("__rsub__", [](const Tensor& a, double b) { return add_scalar(neg(promoted(a)), b); })
       .def("__mul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); })
-      .def("__mul__", [](const Tensor& a, double b) { return scale(a, b); })
-      .def("__rmul__", [](const Tensor& a, double b) { return scale(a, b); })
+      .def("__mul__", [](const Tensor& a, double b) { return scale(promoted(a), b); })
+      .def("__rmul__", [](const Tensor& a, double b) { return scale(promoted(a), b); })
       .def("__truediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); })
-      .def("__truediv__", [](const Tensor& a, double b) { return div(a, scalar_like(b, a)); })
-      .def("__rtruediv__", [](const Tensor& a, double b) { return div(scalar_like(b, a), a); })
+      .def("__truediv__",
+           [](const Tensor& a, double b) {
+             Tensor x = promoted(a);
+             return div(x, scalar_like(b, x));
+           })
+      .def("__rtruediv__",
+           [](const Tensor& a, double b) {
+             Tensor x = promoted(a);
+             return div(scalar_like(b, x), x);
+           })
       .def("__neg__", [](const Tensor& a) { return neg(a); })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); })
       .def(

@@ -146,7 +146,7 @@ const OptionTable<PlanOptions>& plan_options() {
 
 // ---- results as Python objects ----
 
-py::dict epoch_dict(const EpochReport& r, bool language_model) {
+py::dict epoch_dict(const EpochReport& r) {
   py::dict d;
   d["epoch"] = r.epoch;
   d["step"] = r.step;
@@ -156,7 +156,7 @@ py::dict epoch_dict(const EpochReport& r, bool language_model) {
   d["test_loss"] = r.test_loss;
   d["test_accuracy"] = r.test_accuracy;
   // A language model's perplexity (exp of the mean cross-entropy per token), as --metrics has it.
-  if (language_model) {
+  if (r.train_perplexity > 0 || r.test_perplexity > 0) {
     d["train_perplexity"] = r.train_perplexity;
     d["test_perplexity"] = r.test_perplexity;
   }
@@ -229,7 +229,6 @@ void bind_training(py::module_& m) {
         std::atomic<bool> stop{false};
         bool keyboard_interrupt = false;
         CallbackError failed;
-        bool language_model = false;
         // Runs Python code from a callback: any exception it raises stops the run and is raised
         // again once train() has returned.
         auto call_python = [&](const std::function<void()>& fn) {
@@ -270,24 +269,17 @@ void bind_training(py::module_& m) {
           if (!on_batch.is_none()) call_python([&] { on_batch(progress_dict(p)); });
         };
         cb.on_epoch = [&](const EpochReport& r) {
-          if (!on_epoch.is_none()) call_python([&] { on_epoch(epoch_dict(r, language_model)); });
+          if (!on_epoch.is_none()) call_python([&] { on_epoch(epoch_dict(r)); });
         };
         TrainResult result;
         {
-          // The spec decides how epochs are reported; train() reads it again itself.
-          if (options.resume.empty()) {
-            language_model =
-                nn::load_model_spec(options.model.empty() ? "fashion-cnn" : options.model).task ==
-                "language_model";
-          }
           py::gil_scoped_release nogil;
           result = train(options, cb);
         }
         if (failed.error) throw std::move(*failed.error);
-        language_model = result.spec.task == "language_model";
         py::dict d;
         py::list epochs;
-        for (const EpochReport& r : result.epochs) epochs.append(epoch_dict(r, language_model));
+        for (const EpochReport& r : result.epochs) epochs.append(epoch_dict(r));
         d["epochs"] = epochs;
         d["model"] = with_spec(result.model, result.spec);
         d["spec"] = result.spec;

@@ -102,3 +102,71 @@ def test_indexing_and_shape_ops():
     assert t.permute(2, 0, 1).shape == (4, 2, 3)
     with pytest.raises(IndexError):
         t[2]
+
+
+def test_lifetimes_follow_the_memory():
+    import gc
+    import weakref
+    a = np.arange(8, dtype=np.float32)
+    alive = weakref.ref(a)
+    t = freight.from_numpy(a)
+    del a
+    gc.collect()
+    assert alive() is not None  # the tensor holds the array
+    del t
+    gc.collect()
+    assert alive() is None  # and lets it go with the last view
+    # A refused array is not kept either.
+    b = np.arange(4, dtype=np.float32)[::-1]
+    gone = weakref.ref(b)
+    with pytest.raises(freight.Error):
+        freight.from_numpy(b)
+    del b
+    gc.collect()
+    assert gone() is None
+
+
+def test_an_array_of_a_parameter_survives_the_module_moving():
+    m = freight.nn.Linear(3, 2)
+    w = m.state_dict()["weight"].numpy()
+    before = w.copy()
+    m.to("float64")  # the parameter gets new memory; the array keeps the old
+    assert m.state_dict()["weight"].dtype == "float64"
+    assert np.array_equal(w, before)
+    w[0, 0] = 5  # still writable memory of its own
+
+
+def test_numpy_refusals_raise_instead_of_reading_elements():
+    torch = pytest.importorskip("torch")
+    bf16 = freight.from_dlpack(torch.ones(2, dtype=torch.bfloat16))
+    with pytest.raises(freight.Error, match="no NumPy dtype"):
+        np.asarray(bf16)
+    with pytest.raises(freight.Error, match="no NumPy dtype"):
+        bf16.tolist()
+
+
+def test_arithmetic_with_numbers_on_integer_tensors_computes_in_float32():
+    i = freight.tensor([3, 4])
+    assert (i / 2).tolist() == [1.5, 2.0] and (i / 2).dtype == "float32"
+    assert (i * 0.5).tolist() == [1.5, 2.0]
+    assert (i + 1).tolist() == [4.0, 5.0]
+    assert (1.5 - i).tolist() == [-1.5, -2.5]
+
+
+def test_deep_nesting_is_an_error_not_a_crash():
+    deep = 1.0
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(freight.Error, match="nested more than 64 deep"):
+        freight.tensor(deep)
+
+
+def test_enable_grad_as_a_decorator_records():
+    @freight.enable_grad()
+    def double(x):
+        return x * 2.0
+
+    x = freight.ones((2,), requires_grad=True)
+    with freight.no_grad():
+        y = double(x)
+    assert y.requires_grad
