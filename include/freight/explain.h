@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "freight/device.h"
+#include "freight/nn/model_file.h"
 #include "freight/nn/module.h"
 #include "freight/peaks.h"
 #include "freight/shape.h"
@@ -74,7 +75,25 @@ struct ExplainOptions {
   double min_seconds = 1.0;           // ...and at least this long in total
   int max_steps = 50;
   uint64_t seed = 1;
+  // A dataset as `freight train --data` takes it: its cost is measured beside the steps (the
+  // steps themselves still run on one synthetic batch). "": none.
+  std::string data;
 };
+
+// What a dataset costs the training loop: reading (and decoding) its training split once per run,
+// and the Loader preparing each batch (gathering the shuffled samples, normalising) on its own
+// thread, where it overlaps the step; only a batch slower than the step makes the step wait.
+struct DataCost {
+  std::string data;
+  int64_t samples = 0;
+  double load_s = 0;               // load_dataset of the training split
+  double batch_s = 0;              // one batch prepared (the median of the batches timed)
+  int64_t batches_timed = 0;       // at most 20, the first ones of epoch 0
+  std::vector<std::string> notes;  // what loading the data said (resizing, held-out split, ...)
+};
+// Measures `data`'s cost for a model of `spec` at `batch_size`.
+DataCost measure_data_cost(const std::string& data, const nn::ModelSpec& spec, int64_t batch_size,
+                           uint64_t seed);
 
 // One line of the breakdown. kind: "layer", "loss", "engine" (autograd bookkeeping),
 // "optimizer", "copy" (host to device), "sync" (reading the loss back), "other" (unattributed).
@@ -104,8 +123,9 @@ struct ExplainResult {
   // Per-phase totals (per step).
   double forward_s = 0, backward_s = 0, engine_s = 0, optimizer_s = 0, copy_s = 0, sync_s = 0;
   double other_s = 0;
-  double overhead_est_s = 0;  // kernel calls × the device's per-op cost (included in the rows)
-  double contention = 1;      // host_contention() just before profiling: 1 on a quiet host
+  double overhead_est_s = 0;     // kernel calls × the device's per-op cost (included in the rows)
+  double contention = 1;         // host_contention() just before profiling: 1 on a quiet host
+  std::optional<DataCost> data;  // ExplainOptions::data's cost, when one was named
 };
 
 // Profiles steps of a zoo model on synthetic data of its input shape (forward, cross-entropy,

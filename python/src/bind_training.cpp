@@ -120,7 +120,8 @@ const OptionTable<ExplainOptions>& explain_options() {
         .add("min_steps", field(&O::min_steps))
         .add("min_seconds", field(&O::min_seconds))
         .add("max_steps", field(&O::max_steps))
-        .add("seed", field(&O::seed));
+        .add("seed", field(&O::seed))
+        .add("data", path_field(&O::data));
     return t;
   }();
   return table;
@@ -378,6 +379,12 @@ void bind_training(py::module_& m) {
                      py::arg("host_to_device") = r.copy_s, py::arg("sync") = r.sync_s,
                      py::arg("other") = r.other_s);
         d["rows"] = rows;
+        if (r.data) {
+          d["data"] = py::dict(
+              py::arg("data") = r.data->data, py::arg("samples") = r.data->samples,
+              py::arg("load_seconds") = r.data->load_s, py::arg("batch_seconds") = r.data->batch_s,
+              py::arg("batches_timed") = r.data->batches_timed, py::arg("notes") = r.data->notes);
+        }
         return d;
       },
       "Where a training step's time goes, layer by layer: the options of `freight explain` "

@@ -133,6 +133,9 @@ def test_explain_and_plan_return_rows():
     assert e["step_seconds"] > 0
     layers = [row for row in e["rows"] if row["kind"] == "layer"]
     assert any(row["describe"].startswith("Linear(784, 512)") for row in layers)
+    d = freight.explain(model="mlp", data="synthetic", min_seconds=0.1, warmup=1, min_steps=2)
+    assert d["data"]["samples"] > 0 and d["data"]["batch_seconds"] > 0
+    assert "data" not in e
     p = freight.plan(model="mlp", samples=1000)
     assert p["devices"][0]["label"] == "cpu" and p["recommendation"]
     with pytest.raises(TypeError, match="unknown option"):

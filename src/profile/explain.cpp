@@ -239,6 +239,7 @@ ExplainResult explain(const ExplainOptions& o) {
 
   for (int i = 0; i < o.warmup; ++i) step(nullptr, nullptr);
 
+  if (!o.data.empty()) res.data = measure_data_cost(o.data, spec, res.batch_size, o.seed);
   res.contention = host_contention(0.1);
   StepProfiler prof(res.device, row_of, untagged);
   std::vector<StepTimes> steps;

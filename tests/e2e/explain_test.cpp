@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/array_files.h"
 #include "common/test_util.h"
 #include "freight/error.h"
 #include "freight/explain.h"
@@ -103,6 +104,42 @@ TEST_F(Explain, ZooModelsAttributeTheStepToTheirLayers) {
       if (row.kind == "layer") layer_flops += row.flops;
     EXPECT_GT(layer_flops, 1e6);
   }
+}
+
+// --data: the dataset's load and the loader's time per batch, beside the step; a dataset that
+// cannot be read is the same error as train's.
+TEST_F(Explain, DataCostIsMeasuredBesideTheStep) {
+  const int64_t n = 200;
+  std::vector<float> x(size_t(n * 784));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) / 97.0f;
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) y[size_t(i)] = i % 10;
+  const fs::path xs = dir() / "x.npy", ys = dir() / "y.npy";
+  std::ofstream(xs, std::ios::binary) << test::npy_of("<f4", {n, 1, 28, 28}, x);
+  std::ofstream(ys, std::ios::binary) << test::npy_of("<i8", {n}, y);
+  ExplainOptions o = quick("mlp");
+  o.data = xs.string() + "," + ys.string();
+  ExplainResult r = explain(o);
+  check_breakdown(r);
+  ASSERT_TRUE(r.data.has_value());
+  EXPECT_EQ(r.data->data, o.data);
+  EXPECT_EQ(r.data->samples, n);
+  EXPECT_EQ(r.data->batches_timed, 4);  // 200 samples in batches of 64
+  EXPECT_GT(r.data->batch_s, 0);
+  EXPECT_GE(r.data->load_s, 0);
+  EXPECT_FALSE(explain(quick("mlp")).data.has_value());  // none named, none measured
+
+  o.data = (dir() / "missing.npz").string();
+  EXPECT_THROW(
+      {
+        try {
+          explain(o);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("missing.npz"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST(ExplainDevice, CudaWithoutAGpuIsAnError) {

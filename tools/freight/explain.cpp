@@ -138,6 +138,16 @@ void print_table(const ExplainResult& r, int top) {
       "of the step, included in the layers' times)\n",
       p.op_s * 1e6, ms(r.overhead_est_s), pct(r.overhead_est_s / r.step_s));
   (void)layers_s;
+  if (r.data) {
+    const DataCost& d = *r.data;
+    const double step = r.unprofiled_step_s > 0 ? r.unprofiled_step_s : r.step_s;
+    fmt::print(
+        "data {}: {} training samples read in {:.2f} s (once per run); the loader prepares a "
+        "batch in {} ms on its own thread ({} batches timed), {} the {} ms step\n",
+        d.data, d.samples, d.load_s, ms(d.batch_s), d.batches_timed,
+        d.batch_s <= step ? "hidden behind" : "LONGER than, so the step waits for it:", ms(step));
+    for (const std::string& note : d.notes) fmt::print("  {}\n", note);
+  }
 }
 
 // ---- side by side ----
@@ -306,32 +316,40 @@ nlohmann::json to_json(const ExplainResult& r) {
                     {"bound", bound_by(row, r.peaks)},
                     {"ops", row.ops},
                     {"nodes", row.nodes}});
-  return {{"model", r.model},
-          {"device", r.device.str()},
-          {"device_name", r.peaks.name},
-          {"build", r.peaks.build},
-          {"batch_size", r.batch_size},
-          {"optimizer", r.optimizer},
-          {"step_s", r.step_s},
-          {"unprofiled_step_s", r.unprofiled_step_s},
-          {"attributed", r.attributed},
-          {"steps_measured", r.steps_measured},
-          {"steps_kept", r.steps_kept},
-          {"phases",
-           {{"forward_s", r.forward_s},
-            {"backward_s", r.backward_s},
-            {"engine_s", r.engine_s},
-            {"optimizer_s", r.optimizer_s},
-            {"copy_s", r.copy_s},
-            {"sync_s", r.sync_s},
-            {"other_s", r.other_s},
-            {"overhead_est_s", r.overhead_est_s}}},
-          {"peaks",
-           {{"fp32_flops", r.peaks.fp32_flops},
-            {"mem_bandwidth", r.peaks.mem_bandwidth},
-            {"op_s", r.peaks.op_s},
-            {"measured_at", r.peaks.measured_at}}},
-          {"rows", rows}};
+  nlohmann::json j = {{"model", r.model},
+                      {"device", r.device.str()},
+                      {"device_name", r.peaks.name},
+                      {"build", r.peaks.build},
+                      {"batch_size", r.batch_size},
+                      {"optimizer", r.optimizer},
+                      {"step_s", r.step_s},
+                      {"unprofiled_step_s", r.unprofiled_step_s},
+                      {"attributed", r.attributed},
+                      {"steps_measured", r.steps_measured},
+                      {"steps_kept", r.steps_kept},
+                      {"phases",
+                       {{"forward_s", r.forward_s},
+                        {"backward_s", r.backward_s},
+                        {"engine_s", r.engine_s},
+                        {"optimizer_s", r.optimizer_s},
+                        {"copy_s", r.copy_s},
+                        {"sync_s", r.sync_s},
+                        {"other_s", r.other_s},
+                        {"overhead_est_s", r.overhead_est_s}}},
+                      {"peaks",
+                       {{"fp32_flops", r.peaks.fp32_flops},
+                        {"mem_bandwidth", r.peaks.mem_bandwidth},
+                        {"op_s", r.peaks.op_s},
+                        {"measured_at", r.peaks.measured_at}}},
+                      {"rows", rows}};
+  if (r.data)
+    j["data"] = {{"data", r.data->data},
+                 {"samples", r.data->samples},
+                 {"load_s", r.data->load_s},
+                 {"batch_s", r.data->batch_s},
+                 {"batches_timed", r.data->batches_timed},
+                 {"notes", r.data->notes}};
+  return j;
 }
 
 }  // namespace
@@ -377,6 +395,9 @@ void add_explain(CLI::App& app) {
                   "explain-<model>-<device>");
   cmd->add_flag("--no-plot", o->no_plot, "Skip the roofline plot");
   cmd->add_option("--json", o->json, "Also write the breakdown as JSON to this file");
+  cmd->add_option("--data", o->e.data,
+                  "Also measure a dataset's cost (as train's --data): its load and the loader's "
+                  "time per batch, beside the step (the steps run on synthetic data)");
   cmd->add_option("--top", o->top, "Show only the N most expensive layers (0: all)")
       ->check(in_range(IntRange{0, std::numeric_limits<int>::max()}));
   cmd->callback([o] {
