@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "freight/freight.h"
 
@@ -58,6 +59,17 @@ struct ShellRun {
   std::string output;
 };
 ShellRun shell(const std::string& cmd);
+
+// Expects `r`, the run of `freight args`, to be a refusal: exit 1 (a freight::Error) with
+// Freight's message, no internal error, and every fragment somewhere in the output.
+inline void expect_refusal(const ShellRun& r, const std::string& args,
+                           const std::vector<std::string>& fragments) {
+  EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+  EXPECT_TRUE(has(r.output, "freight: error:")) << r.output;
+  EXPECT_FALSE(has(r.output, "internal error")) << r.output;
+  for (const std::string& f : fragments)
+    EXPECT_TRUE(has(r.output, f)) << "missing '" << f << "' in:\n" << r.output;
+}
 
 // Points FREIGHT_PEAKS_FILE at a fresh file in a private directory (named after `tag` and the
 // process) while it lives, so a suite measures the device peaks once for itself; then puts the

@@ -69,12 +69,7 @@ class DataFormats : public ::testing::Test {
     return freight::test::write_file(dir_ / name, freight::test::zip_file(e));
   }
   void expect_failure(const std::string& args, const std::vector<std::string>& fragments) {
-    ShellRun r = freight(args);
-    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
-    EXPECT_TRUE(has(r.output, "freight: error:")) << r.output;
-    EXPECT_FALSE(has(r.output, "internal error")) << r.output;
-    for (const std::string& f : fragments)
-      EXPECT_TRUE(has(r.output, f)) << "missing '" << f << "' in:\n" << r.output;
+    freight::test::expect_refusal(freight(args), args, fragments);
   }
   fs::path dir_;
 };
