@@ -128,14 +128,15 @@ struct Timed {
 
 // The engine whose run counter for `pass` moved since `before`.
 std::string engine_that_ran(int pass, const std::vector<int64_t>& before) {
-  const char* names[] = {"auto", "im2col+BLAS", "panel", "implicit", "direct"};
-  for (int e = 1; e <= 4; ++e)
+  const char* names[] = {"auto", "im2col+BLAS", "panel", "implicit", "direct", "onednn"};
+  for (int e = 1; e <= 5; ++e)
     if (cpu::conv_engine_runs(pass, cpu::ConvEngine(e)) > before[size_t(e)]) return names[e];
   return "?";
 }
 
-// Seconds of each pass in Freight with `engine` (Auto: its own choice).
-Timed freight_passes(const Conv2dGeometry& g, cpu::ConvEngine engine) {
+// Seconds of each pass in Freight with `engine` (Auto: its own choice; `own`: among Freight's
+// own engines only, oneDNN left out).
+Timed freight_passes(const Conv2dGeometry& g, cpu::ConvEngine engine, bool own = false) {
   Generator gen(1);
   Tensor x = Tensor::normal({g.n, g.c, g.h, g.w}, 0, 1, DType::F32, Device::cpu(), &gen);
   Tensor w = Tensor::normal({g.o, g.c, g.kh, g.kw}, 0, 0.1, DType::F32, Device::cpu(), &gen);
@@ -149,14 +150,17 @@ Timed freight_passes(const Conv2dGeometry& g, cpu::ConvEngine engine) {
       [&] { kernels::conv2d_backward_input(DeviceType::CPU, gy, w, g, gx); },
       [&] { kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, gw, gb); }};
   cpu::set_conv_engine(engine);
+  const bool allowed = cpu::conv_dnnl_allowed();
+  if (own) cpu::set_conv_dnnl_allowed(false);
   Timed t;
   for (int pass = 0; pass < 3; ++pass) {
-    std::vector<int64_t> before(5);
-    for (int e = 0; e < 5; ++e) before[size_t(e)] = cpu::conv_engine_runs(pass, cpu::ConvEngine(e));
+    std::vector<int64_t> before(6);
+    for (int e = 0; e < 6; ++e) before[size_t(e)] = cpu::conv_engine_runs(pass, cpu::ConvEngine(e));
     t.seconds.push_back(median_seconds(passes[pass]));
     t.engines.push_back(engine_that_ran(pass, before));
   }
   cpu::set_conv_engine(cpu::ConvEngine::Auto);
+  cpu::set_conv_dnnl_allowed(allowed);
   return t;
 }
 
@@ -662,10 +666,11 @@ int main(int argc, char** argv) {
       v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other", xsmm_version(), blis.status(),
       batch_list);
   const std::string table_head =
-      "| shape | batch | pass | freight engine | freight GFLOP/s | % peak | im2col+BLAS | "
+      "| shape | batch | pass | freight engine | freight GFLOP/s | % peak | own engine | "
+      "own GFLOP/s | onednn engine | im2col+BLAS | "
       "dnnl nchw | dnnl best | xsmm blocked | xsmm nhwc | best | freight / best | "
       "GEMM only: OpenBLAS | GEMM only: BLIS |\n"
-      "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n";
+      "|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n";
   std::fputs((md + "\n" + table_head).c_str(), stdout);
   std::string table;
   for (const ConvShape& s : kShapes) {
@@ -678,6 +683,8 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * double(n * g.oh * g.ow) * double(s.o * s.c * s.k * s.k);
       const Reference ref = reference(g);
       const Timed ours = freight_passes(g, cpu::ConvEngine::Auto);
+      const Timed own = freight_passes(g, cpu::ConvEngine::Auto, true);
+      const Timed onednn = freight_passes(g, cpu::ConvEngine::Dnnl);
       const Timed blas = freight_passes(g, cpu::ConvEngine::Blas);
       const std::vector<double> plain = dnnl_passes(g, true, ref, checks, where),
                                 best = dnnl_passes(g, false, ref, checks, where);
@@ -691,6 +698,8 @@ int main(int argc, char** argv) {
         // The complete convolutions, in column order; the fastest names the row's "best".
         const std::vector<std::pair<const char*, Cell>> rivals = {
             {"freight", Cell{rate, 0}},
+            {"own", Cell{flops / own.seconds[p] / 1e9, 0}},
+            {"onednn engine", Cell{flops / onednn.seconds[p] / 1e9, 0}},
             {"im2col+BLAS", Cell{flops / blas.seconds[p] / 1e9, 0}},
             {"dnnl nchw", Cell{flops / plain[p] / 1e9, 0}},
             {"dnnl best", Cell{flops / best[p] / 1e9, 0}},
@@ -702,8 +711,10 @@ int main(int argc, char** argv) {
         std::string line =
             fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f}% |", s.name, n, kPassNames[pass],
                         ours.engines[p], rate, 100 * rate * 1e9 / peaks.fp32_flops);
-        for (size_t r = 1; r < rivals.size(); ++r)
+        for (size_t r = 1; r < rivals.size(); ++r) {
+          if (r == 1) line += fmt::format(" {} |", own.engines[p]);
           line += fmt::format(" {} |", show(rivals[r].second));
+        }
         line += fmt::format(" {} | {:.2f} | {} | {} |\n", top->first, rate / top->second.rate,
                             show(gemm_openblas[p]), show(gemm_blis[p]));
         std::fputs(line.c_str(), stdout);

@@ -1,7 +1,7 @@
-// conv2d beyond the op table: every CPU engine (im2col + BLAS, AVX-512 panels, AVX-512 implicit)
-// against a direct reference on shapes that reach their edge cases (several chunks per thread,
-// partial tiles, output channels not a multiple of the tile, strides, dilation), in float64 and
-// float32; and the error messages.
+// conv2d beyond the op table: every CPU engine (im2col + BLAS, AVX-512 panels, AVX-512 implicit,
+// AVX-512 direct, oneDNN where it is built) against a direct reference on shapes that reach their
+// edge cases (several chunks per thread, partial tiles, output channels not a multiple of the tile,
+// strides, dilation), in float64 and float32; and the error messages.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/cpu/conv_cpu.h"
+#include "backend/cpu/conv_dnnl.h"
 #include "common/test_util.h"
 #include "freight/freight.h"
 
@@ -100,6 +101,8 @@ const std::vector<Geo>& geometries() {
 class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
  protected:
   void SetUp() override {
+    if (GetParam() == cpu::ConvEngine::Dnnl && !cpu::dnnl_conv_built())
+      GTEST_SKIP() << cpu::dnnl_conv_version();
     set_poison_allocations(true);
     cpu::set_conv_engine(GetParam());
   }
@@ -131,7 +134,10 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
     // A forced engine must really have run each pass on some of the geometries (a dispatch
     // that fell through to another engine would pass the comparisons unnoticed). Forcing an
     // AVX-512 engine on kernels without one already failed in SetUp.
-    if (GetParam() != cpu::ConvEngine::Auto) {
+    // (oneDNN runs fp32 only: forced on float64, the passes run on Auto's engines.)
+    const bool runs = GetParam() != cpu::ConvEngine::Auto &&
+                      !(GetParam() == cpu::ConvEngine::Dnnl && dtype != DType::F32);
+    if (runs) {
       for (int pass = 0; pass < 3; ++pass)
         EXPECT_GT(cpu::conv_engine_runs(pass, GetParam()), before[pass]) << "pass " << pass;
     }
@@ -157,6 +163,8 @@ std::string engine_name(const ::testing::TestParamInfo<cpu::ConvEngine>& info) {
       return "Implicit";
     case cpu::ConvEngine::Direct:
       return "Direct";
+    case cpu::ConvEngine::Dnnl:
+      return "Dnnl";
   }
   return "Unknown";
 }
@@ -164,7 +172,7 @@ std::string engine_name(const ::testing::TestParamInfo<cpu::ConvEngine>& info) {
 INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
                          ::testing::Values(cpu::ConvEngine::Auto, cpu::ConvEngine::Blas,
                                            cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit,
-                                           cpu::ConvEngine::Direct),
+                                           cpu::ConvEngine::Direct, cpu::ConvEngine::Dnnl),
                          engine_name);
 
 // The AVX-512 engines exist exactly when the loaded CPU kernels are the avx512 ones; forcing one
@@ -187,8 +195,11 @@ TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
     }
   }
   cpu::set_conv_engine(cpu::ConvEngine::Auto);
-  // Without the AVX-512 engines every pass of an automatic choice runs on Blas.
+  // Without the AVX-512 engines every pass of an automatic choice among Freight's own engines
+  // runs on Blas.
   if (!cpu::conv_has_avx512_engine()) {
+    const bool dnnl = cpu::conv_dnnl_allowed();
+    cpu::set_conv_dnnl_allowed(false);
     int64_t before[3];
     for (int pass = 0; pass < 3; ++pass)
       before[pass] = cpu::conv_engine_runs(pass, cpu::ConvEngine::Blas);
@@ -198,6 +209,7 @@ TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
     for (int pass = 0; pass < 3; ++pass)
       EXPECT_GT(cpu::conv_engine_runs(pass, cpu::ConvEngine::Blas), before[pass])
           << "pass " << pass;
+    cpu::set_conv_dnnl_allowed(dnnl);
   }
 }
 

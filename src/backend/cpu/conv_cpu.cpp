@@ -27,10 +27,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/conv_avx512.h"
 #include "backend/cpu/conv_cpu.h"
+#include "backend/cpu/conv_dnnl.h"
 #include "backend/cpu/conv_patches.h"
 #include "backend/cpu/dispatch.h"
 #include "ops/kernels/conv.h"
@@ -156,7 +158,8 @@ struct BlasEngine {
 // A forced engine is used where it applies, else Panel; without AVX-512 everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
 #if defined(__AVX512F__)
-  const ConvEngine forced = forced_conv_engine();
+  ConvEngine forced = forced_conv_engine();
+  if (forced == ConvEngine::Dnnl) forced = ConvEngine::Auto;  // a pass oneDNN does not run
   const bool stride1 = g.sh == 1 && g.sw == 1;
   if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
   if (pass == 2) {
@@ -191,10 +194,33 @@ void ran(int pass, ConvEngine e) {
   count_conv_engine_run(pass, e);
 }
 
+// Whether oneDNN runs the pass (fp32 only): when forced, or where Auto prefers it
+// (dnnl_preferred). When oneDNN then refuses the geometry, `pick`'s engine runs instead.
+bool dnnl_preferred(const Conv2dGeometry& g, int pass);
+template <class T>
+bool use_dnnl(const Conv2dGeometry& g, int pass) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const ConvEngine forced = forced_conv_engine();
+    if (forced != ConvEngine::Auto && forced != ConvEngine::Dnnl) return false;
+    if (forced == ConvEngine::Dnnl) return true;  // set_conv_engine checked it is built
+    return conv_dnnl_allowed() && dnnl_preferred(g, pass);
+  }
+}
+// oneDNN's team for the pass: as many threads as the work pays for (threads_for).
+int dnnl_threads(const Conv2dGeometry& g) {
+  const double macs = double(g.n * g.oh * g.ow) * double(g.c * g.kh * g.kw) * double(g.o);
+  return threads_for(macs, g.n * g.o);
+}
+
 // No default cases: -Wswitch flags an engine left out.
 template <class T>
 struct Engine {
   static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
+    if constexpr (std::is_same_v<T, float>)
+      if (use_dnnl<T>(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g)))
+        return ran(0, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 0);
     switch (e) {
 #if defined(__AVX512F__)
@@ -213,6 +239,7 @@ struct Engine {
       case ConvEngine::Panel:
 #endif
       case ConvEngine::Auto:
+      case ConvEngine::Dnnl:
       case ConvEngine::Blas:
         BlasEngine<T>::forward(x, w, b, g, y);
         break;
@@ -220,6 +247,9 @@ struct Engine {
     ran(0, e);
   }
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+    if constexpr (std::is_same_v<T, float>)
+      if (use_dnnl<T>(g, 1) && dnnl_conv_backward_input(gy, w, g, dx, dnnl_threads(g)))
+        return ran(1, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 1);
     switch (e) {
 #if defined(__AVX512F__)
@@ -238,6 +268,7 @@ struct Engine {
       case ConvEngine::Panel:
 #endif
       case ConvEngine::Auto:
+      case ConvEngine::Dnnl:
       case ConvEngine::Blas:
         BlasEngine<T>::backward_input(gy, w, g, dx);
         break;
@@ -245,6 +276,9 @@ struct Engine {
     ran(1, e);
   }
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+    if constexpr (std::is_same_v<T, float>)
+      if (dw && use_dnnl<T>(g, 2) && dnnl_conv_backward_weight(gy, x, g, dw, db, dnnl_threads(g)))
+        return ran(2, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 2);
     switch (e) {
 #if defined(__AVX512F__)
@@ -263,6 +297,7 @@ struct Engine {
       case ConvEngine::Panel:
 #endif
       case ConvEngine::Auto:
+      case ConvEngine::Dnnl:
       case ConvEngine::Blas:
         BlasEngine<T>::backward_weight(gy, x, g, dw, db);
         break;
@@ -270,6 +305,33 @@ struct Engine {
     ran(2, e);
   }
 };
+
+// With the AVX-512 engines: where oneDNN measured faster than Freight's, its reorders counted
+// (freight_conv_libs, bench/results/conv-libs-*.md; every zoo convolution, batch 64 and 256):
+//  * the input gradient of a strided convolution with more than one tap, which Freight runs as
+//    im2col panels and col2im (Panel): 1.8-2.2x;
+//  * both channel counts at least two 16-lane vectors (32) on small planes (at most 256 output
+//    pixels), where Freight's direct tiles spend more of their time at the plane's edges and
+//    oneDNN's blocked kernels hold a whole plane: 1.03-1.4x on every pass but the weight
+//    gradient of a strided convolution (0.9x).
+// Elsewhere Freight's engines win, often by 1.2-10x: few channels (first layers, 16-channel
+// stages), larger planes, and 1x1 convolutions, whose few taps cannot pay for the reorders.
+// Without the AVX-512 engines (the avx2 kernels, where Freight has only im2col + BLAS), oneDNN
+// measured 1.3-2.5x faster on every pass of a convolution with more than one tap, except the
+// input gradient of layers on fewer than 6 input channels (0.3-0.7x) and the weight gradient of
+// one-channel ones (0.5-0.7x); 1x1 convolutions stay on BLAS (0.7-0.9x).
+bool dnnl_preferred(const Conv2dGeometry& g, int pass) {
+  const bool strided = g.sh != 1 || g.sw != 1, taps = g.kh * g.kw > 1;
+  if (!taps) return false;
+#if defined(__AVX512F__)
+  if (pass == 1 && strided) return true;
+  const bool wide = g.c >= 32 && g.o >= 32, small = g.oh * g.ow <= 256;
+  return wide && small && !(pass == 2 && strided);
+#else
+  (void)strided;
+  return pass == 0 || (pass == 1 && g.c >= 6) || (pass == 2 && g.c >= 3);
+#endif
+}
 
 // ================================================================ entry points
 template <class T>

@@ -13,12 +13,19 @@ enum class ConvEngine : int {
   Panel,     // AVX-512 tiles over im2col panels (any stride)
   Implicit,  // AVX-512 tiles over shifted windows of padded planes (stride 1)
   Direct,    // AVX-512 tiles of output pixels x output-channel vectors (horizontal stride 1, 2)
+  Dnnl,      // oneDNN's blocked-layout kernels with reorders in and out (fp32; conv_dnnl.h)
 };
 // Forces an engine for all CPU convolutions where it applies (else Panel), so tests can check the
 // engines against each other. Forcing an AVX-512 engine when the loaded CPU kernels have none
 // (FREIGHT_CPU_ISA=avx2, a CPU without AVX-512) throws rather than run another engine. Not
-// thread-safe with convolutions running.
+// thread-safe with convolutions running. Forcing Dnnl where oneDNN is not built throws; forced
+// Dnnl runs fp32 passes only (float64 passes run the engine Auto picks).
 void set_conv_engine(ConvEngine e);
+// Whether Auto may pick oneDNN (on by default where it is built; FREIGHT_CONV_DNNL=0 in the
+// environment turns it off at start-up). Off, Auto picks among Freight's own engines only: for
+// A/B comparisons, and for results bit-identical to a build without oneDNN.
+void set_conv_dnnl_allowed(bool allowed);
+bool conv_dnnl_allowed();
 // How many times `pass` (0 forward, 1 input gradient, 2 weight gradient) has run on engine e.
 int64_t conv_engine_runs(int pass, ConvEngine e);
 // Whether the loaded CPU kernels have the AVX-512 engines (were compiled with AVX-512F).

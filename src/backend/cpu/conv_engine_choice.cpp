@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cpu/conv_cpu.h"
+#include "backend/cpu/conv_dnnl.h"
 #include "freight/error.h"
 #include "freight/runtime.h"
 
@@ -13,7 +16,16 @@ namespace {
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 // Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
 // engine really ran.
-std::atomic<int64_t> g_runs[3][5];
+std::atomic<int64_t> g_runs[3][6];
+
+// FREIGHT_CONV_DNNL=0 (or "off", "false") keeps Auto off oneDNN from the start.
+bool dnnl_allowed_at_start() {
+  const char* v = std::getenv("FREIGHT_CONV_DNNL");
+  if (!v) return true;
+  const std::string s = v;
+  return !(s == "0" || s == "off" || s == "false" || s == "no");
+}
+std::atomic<bool> g_dnnl_allowed{dnnl_allowed_at_start()};
 
 const char* engine_name(ConvEngine e) {
   switch (e) {
@@ -27,19 +39,29 @@ const char* engine_name(ConvEngine e) {
       return "Implicit";
     case ConvEngine::Direct:
       return "Direct";
+    case ConvEngine::Dnnl:
+      return "Dnnl";
   }
   return "?";
 }
 }  // namespace
 
 void set_conv_engine(ConvEngine e) {
-  const bool needs_avx512 = e != ConvEngine::Auto && e != ConvEngine::Blas;
+  FREIGHT_CHECK(e != ConvEngine::Dnnl || dnnl_conv_built(),
+                fmt::format("convolution engine Dnnl: {}", dnnl_conv_version()));
+  const bool needs_avx512 = e != ConvEngine::Auto && e != ConvEngine::Blas && e != ConvEngine::Dnnl;
   FREIGHT_CHECK(!needs_avx512 || conv_has_avx512_engine(),
                 fmt::format("convolution engine {} needs the AVX-512 CPU kernels, but the {} "
                             "kernels are loaded ({}); force Blas or Auto, or run where "
                             "FREIGHT_CPU_ISA=avx512 works",
                             engine_name(e), cpu_kernel_isa(), cpu_kernel_isa_reason()));
   g_engine = int(e);
+}
+void set_conv_dnnl_allowed(bool allowed) {
+  g_dnnl_allowed = allowed;
+}
+bool conv_dnnl_allowed() {
+  return g_dnnl_allowed.load(std::memory_order_relaxed) && dnnl_conv_built();
 }
 int64_t conv_engine_runs(int pass, ConvEngine e) {
   return g_runs[pass][int(e)].load(std::memory_order_relaxed);

@@ -1,0 +1,27 @@
+// The oneDNN convolution engine (internal): fp32 convolutions on Freight's NCHW tensors through
+// oneDNN's channel-blocked kernels, with the reorders in and out counted in each pass. Lives in
+// libfreight, beside the primitives it caches, and is called by the CPU kernel modules'
+// convolution (conv_cpu.cpp), which picks it per pass. Built where CMake finds oneDNN 2.x
+// (Debian's libdnnl-dev); elsewhere dnnl_conv_built() is false and nothing picks it.
+#pragma once
+#include <string>
+
+#include "ops/kernels/conv.h"
+
+namespace freight::cpu {
+
+// Whether this build has the engine (oneDNN was found).
+bool dnnl_conv_built();
+// "oneDNN 2.6.3" or why there is none.
+std::string dnnl_conv_version();
+
+// Each pass on `threads` OpenMP threads; false (nothing written) when oneDNN refuses the geometry,
+// in which case the caller runs its own engine. dw may not be null; db may be.
+bool dnnl_conv_forward(const float* x, const float* w, const float* b, const Conv2dGeometry& g,
+                       float* y, int threads);
+bool dnnl_conv_backward_input(const float* gy, const float* w, const Conv2dGeometry& g, float* dx,
+                              int threads);
+bool dnnl_conv_backward_weight(const float* gy, const float* x, const Conv2dGeometry& g, float* dw,
+                               float* db, int threads);
+
+}  // namespace freight::cpu
