@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "common/test_util.h"
 #include "freight/freight.h"
@@ -50,6 +52,59 @@ TEST(MaxPool2d, PaddingNeverWinsAndNanPropagates) {
   Tensor z = Tensor::from_vector(
       std::vector<double>{1, std::numeric_limits<double>::quiet_NaN(), 2, 3}, {1, 1, 2, 2});
   EXPECT_TRUE(std::isnan(max_pool2d(z, {2, 2}).item()));
+}
+
+// Every window shape (not only 2x2, which has its own loop): with many ties and NaNs, each output
+// is the window's maximum by PyTorch's rule in row-major order (a later element wins when it is
+// larger or NaN) and its gradient goes to that element; with a fused ReLU, a window whose
+// maximum is 0 passes no gradient.
+TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
+  struct Geo {
+    int64_t h, w;
+    Pair k, s, p;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Geo& g : {Geo{9, 9, {3, 3}, {2, 2}, {1, 1}}, Geo{6, 11, {2, 3}, {1, 2}, {1, 1}},
+                       Geo{7, 8, {3, 3}, {1, 1}, {1, 1}}, Geo{10, 13, {5, 5}, {3, 3}, {2, 2}},
+                       Geo{5, 12, {1, 4}, {1, 3}, {0, 2}}}) {
+    for (bool relu : {false, true}) {
+      std::vector<double> v(size_t(2 * 3 * g.h * g.w));
+      uint64_t state = 12345;
+      for (double& e : v) {  // values in {-1, 0, 1, 2} and about 1 in 16 NaN
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int r = int(state >> 59);
+        e = r == 0 ? nan : double(int(r % 4) - 1);
+      }
+      Tensor x = Tensor::from_vector(v, {2, 3, g.h, g.w}).to(DType::F32).set_requires_grad();
+      Tensor y = relu ? relu_max_pool2d(x, g.k, g.s, g.p) : max_pool2d(x, g.k, g.s, g.p);
+      sum(y).backward();
+      const int64_t oh = y.shape()[2], ow = y.shape()[3];
+      std::vector<double> want_y, want_g(v.size(), 0.0);
+      for (int64_t plane = 0; plane < 6; ++plane)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double best = -std::numeric_limits<double>::infinity();
+            int64_t at = -1;
+            for (int64_t r = i * g.s[0] - g.p[0]; r < i * g.s[0] - g.p[0] + g.k[0]; ++r)
+              for (int64_t c = j * g.s[1] - g.p[1]; c < j * g.s[1] - g.p[1] + g.k[1]; ++c) {
+                if (r < 0 || r >= g.h || c < 0 || c >= g.w) continue;
+                const int64_t pos = (plane * g.h + r) * g.w + c;
+                double e = v[size_t(pos)];
+                if (relu) e = e > 0 ? e : 0.0;
+                if (at < 0) at = pos;  // the first element in the plane, if nothing beats -inf
+                if (e > best || std::isnan(e)) best = e, at = pos;
+              }
+            want_y.push_back(best);
+            if (!relu || best > 0) want_g[size_t(at)] += 1;
+          }
+      const std::vector<double> got_y = y.to_double_vector(), got_g = x.grad().to_double_vector();
+      ASSERT_EQ(got_y.size(), want_y.size());
+      for (size_t k = 0; k < got_y.size(); ++k)
+        EXPECT_TRUE(got_y[k] == want_y[k] || (std::isnan(got_y[k]) && std::isnan(want_y[k])))
+            << "output " << k << " of kernel " << g.k[0] << "x" << g.k[1] << (relu ? " relu" : "");
+      EXPECT_EQ(got_g, want_g) << "kernel " << g.k[0] << "x" << g.k[1] << (relu ? " relu" : "");
+    }
+  }
 }
 
 TEST(AvgPool2d, PaddingCountsInTheDivisor) {

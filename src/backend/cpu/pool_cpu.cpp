@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
@@ -57,6 +58,22 @@ inline T read(T v) {
     return v;
 }
 
+// The general max pooling's buffers, one set per thread, kept between planes and calls.
+struct PoolTap {
+  int64_t j0, j1, start, off;
+};
+template <class T>
+struct PoolScratch {
+  std::vector<T> phases, hv;
+  std::vector<int32_t> hc, first_col;
+  std::vector<PoolTap> taps;
+};
+template <class T>
+PoolScratch<T>& pool_scratch() {
+  thread_local PoolScratch<T> s;
+  return s;
+}
+
 template <bool RELU, class T>
 void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) {
   if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0) {
@@ -92,34 +109,80 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) 
     }
     return;
   }
-  // Any other window: one output row at a time, the window's elements in row-major order as the
-  // outer loops and the row's outputs as the inner one. Each output still sees its elements in
-  // window order (the first maximum wins), and the inner loop is a run of selects over
-  // neighbouring outputs instead of a chain of unpredictable branches per window.
+  // Any other window, in two passes that keep the inner loops unit-stride (so they vectorise):
+  //  1. each input row's maxima over the windows' columns, hv[r][j] with the column hc[r][j].
+  //     A stride sw reads every sw-th element, so the row is first split into its sw phases
+  //     (phase p holds columns p, p + sw, ...): the column j·sw + off of output j is element
+  //     j + ⌊off/sw⌋ of phase off mod sw, consecutive for consecutive j.
+  //  2. each output row's maximum over its window's rows of hv.
+  // Each pass keeps the first maximum (and the last NaN) in its order, so the result is the
+  // window's row-major rule: the topmost row holding the maximum, its leftmost column.
+  const int64_t phase_len = (g.w + g.sw - 1) / g.sw;
+  PoolScratch<T>& s = pool_scratch<T>();
+  s.phases.resize(size_t(g.sw * phase_len));
+  s.hv.resize(size_t(g.h * g.ow));
+  s.hc.resize(size_t(g.h * g.ow));
+  s.first_col.resize(size_t(g.ow));
+  for (int64_t j = 0; j < g.ow; ++j)
+    s.first_col[size_t(j)] = int32_t(std::max<int64_t>(j * g.sw - g.pw, 0));
+  // Per window column dc: the outputs [j0, j1) whose column c = j·sw + off lies in the plane,
+  // and where their elements start in the phases.
+  const int64_t kw = g.kw;
+  s.taps.resize(size_t(kw));
+  PoolTap* taps = s.taps.data();
+  for (int64_t dc = 0; dc < kw; ++dc) {
+    const int64_t off = dc - g.pw;
+    const int64_t ph = ((off % g.sw) + g.sw) % g.sw, q = (off - ph) / g.sw;
+    taps[dc] = {off >= 0 ? 0 : (-off + g.sw - 1) / g.sw,
+                std::min(g.ow, (g.w - off + g.sw - 1) / g.sw), ph * phase_len + q, off};
+  }
+  for (int64_t r = 0; r < g.h; ++r) {
+    const T* xr = x + r * g.w;
+    T* phases = s.phases.data();
+    if (g.sw == 1) {
+      for (int64_t k = 0; k < g.w; ++k) phases[k] = read<RELU>(xr[k]);
+    } else if (g.sw == 2) {  // a constant stride, so the split vectorises
+      for (int64_t k = 0; 2 * k < g.w; ++k) phases[k] = read<RELU>(xr[2 * k]);
+      for (int64_t k = 0; 2 * k + 1 < g.w; ++k) phases[phase_len + k] = read<RELU>(xr[2 * k + 1]);
+    } else {
+      for (int64_t p = 0; p < g.sw; ++p)
+        for (int64_t k = 0; p + k * g.sw < g.w; ++k)
+          phases[p * phase_len + k] = read<RELU>(xr[p + k * g.sw]);
+    }
+    T* hr = s.hv.data() + r * g.ow;
+    int32_t* cr = s.hc.data() + r * g.ow;
+    std::fill(hr, hr + g.ow, -std::numeric_limits<T>::infinity());
+    std::copy(s.first_col.begin(), s.first_col.end(), cr);
+    for (int64_t dc = 0; dc < kw; ++dc) {
+      const PoolTap& t = taps[dc];
+      const T* src = phases + t.start;
+      const int32_t sw = int32_t(g.sw), off = int32_t(t.off);
+      for (int64_t j = t.j0; j < t.j1; ++j) {
+        const T v = src[j];
+        const bool take = replaces(v, hr[j]);
+        cr[j] = select(take, int32_t(j) * sw + off, cr[j]);
+        hr[j] = select(take, v, hr[j]);
+      }
+    }
+  }
   for (int64_t i = 0; i < g.oh; ++i) {
     T* yr = y + i * g.ow;
     int32_t* ir = idx + i * g.ow;
+    const int64_t r0 = std::max<int64_t>(i * g.sh - g.ph, 0);
     for (int64_t j = 0; j < g.ow; ++j) {
-      const Window win = window(g, i, j);
       yr[j] = -std::numeric_limits<T>::infinity();
-      ir[j] = int32_t(win.r0 * g.w + win.c0);
+      ir[j] = int32_t(r0 * g.w + std::max<int64_t>(j * g.sw - g.pw, 0));
     }
     for (int64_t dr = 0; dr < g.kh; ++dr) {
       const int64_t r = i * g.sh - g.ph + dr;
       if (r < 0 || r >= g.h) continue;
-      const T* xr = x + r * g.w;
-      for (int64_t dc = 0; dc < g.kw; ++dc) {
-        // Outputs j whose column c = j·sw − pw + dc lies in the plane.
-        const int64_t off = dc - g.pw;
-        const int64_t j0 = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
-        const int64_t j1 = std::min(g.ow, (g.w - off + g.sw - 1) / g.sw);
-        for (int64_t j = j0; j < j1; ++j) {
-          const int64_t c = j * g.sw + off;
-          const T v = read<RELU>(xr[c]);
-          const bool take = replaces(v, yr[j]);
-          ir[j] = select(take, int32_t(r * g.w + c), ir[j]);
-          yr[j] = select(take, v, yr[j]);
-        }
+      const T* hr = s.hv.data() + r * g.ow;
+      const int32_t* cr = s.hc.data() + r * g.ow;
+      const int32_t row = int32_t(r * g.w);
+      for (int64_t j = 0; j < g.ow; ++j) {
+        const bool take = replaces(hr[j], yr[j]);
+        ir[j] = select(take, row + cr[j], ir[j]);
+        yr[j] = select(take, hr[j], yr[j]);
       }
     }
     if constexpr (RELU)
