@@ -7,6 +7,8 @@
 #include <xmmintrin.h>
 #endif
 
+#include "backend/cpu/conv_cpu.h"
+#include "backend/cpu/conv_dnnl.h"
 #include "freight/runtime.h"
 
 namespace freight {
@@ -58,6 +60,13 @@ std::string build_info() {
   // The instruction-set level of Freight's own CPU kernels (cpu_isa.cpp): records and the peaks
   // cache must tell an avx2 run from an avx512 one.
   s += fmt::format(", CPU kernels {}", cpu_kernel_isa());
+  // Which convolution engines Auto picks from (conv_engine_choice.cpp, conv_dnnl.h).
+  if (!cpu::dnnl_conv_built())
+    s += ", no oneDNN";
+  else if (!cpu::conv_dnnl_allowed())
+    s += fmt::format(", {} off (FREIGHT_CONV_DNNL)", cpu::dnnl_conv_version());
+  else
+    s += fmt::format(", {} convolutions where faster", cpu::dnnl_conv_version());
 #if FREIGHT_WITH_CUDA
   s += ", CUDA backend built";
 #else
