@@ -74,8 +74,51 @@ PoolScratch<T>& pool_scratch() {
   return s;
 }
 
+// A row read with stride sw is split into its sw phases (phase p holds columns p, p + sw, ...),
+// so that the column j·sw + off of output j is element j + ⌊off/sw⌋ of phase off mod sw:
+// consecutive for consecutive j, and the loops over outputs are unit-stride. The phases' length:
+inline int64_t phase_length(const Pool2dGeometry& g) {
+  return (g.w + g.sw - 1) / g.sw;
+}
+// Sizes the thread's buffers for planes of geometry g and fills, per window column dc, the
+// outputs [j0, j1) whose column c = j·sw + off lies in the plane and where their elements start
+// in the phases; and each output's first column in the plane. Once per thread and call.
+template <class T>
+PoolScratch<T>& prepared_scratch(const Pool2dGeometry& g) {
+  PoolScratch<T>& s = pool_scratch<T>();
+  const int64_t len = phase_length(g);
+  s.phases.resize(size_t(g.sw * len));
+  s.hv.resize(size_t(g.h * g.ow));
+  s.hc.resize(size_t(g.h * g.ow));
+  s.first_col.resize(size_t(g.ow));
+  for (int64_t j = 0; j < g.ow; ++j)
+    s.first_col[size_t(j)] = int32_t(std::max<int64_t>(j * g.sw - g.pw, 0));
+  s.taps.resize(size_t(g.kw));
+  for (int64_t dc = 0; dc < g.kw; ++dc) {
+    const int64_t off = dc - g.pw;
+    const int64_t ph = ((off % g.sw) + g.sw) % g.sw, q = (off - ph) / g.sw;
+    s.taps[size_t(dc)] = {off >= 0 ? 0 : (-off + g.sw - 1) / g.sw,
+                          std::min(g.ow, (g.w - off + g.sw - 1) / g.sw), ph * len + q, off};
+  }
+  return s;
+}
+// phases[p·len + k] = f(row[p + k·sw]); stride 1 and 2 get loops of constant stride, which
+// vectorise.
+template <class T, class F>
+void split_phases(const T* row, const Pool2dGeometry& g, T* phases, F f) {
+  const int64_t len = phase_length(g);
+  if (g.sw == 1) {
+    for (int64_t k = 0; k < g.w; ++k) phases[k] = f(row[k]);
+  } else if (g.sw == 2) {
+    for (int64_t k = 0; 2 * k < g.w; ++k) phases[k] = f(row[2 * k]);
+    for (int64_t k = 0; 2 * k + 1 < g.w; ++k) phases[len + k] = f(row[2 * k + 1]);
+  } else {
+    for (int64_t p = 0; p < g.sw; ++p)
+      for (int64_t k = 0; p + k * g.sw < g.w; ++k) phases[p * len + k] = f(row[p + k * g.sw]);
+  }
+}
 template <bool RELU, class T>
-void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) {
+void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T* y, int32_t* idx) {
   if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0) {
     for (int64_t i = 0; i < g.oh; ++i) {
       const T* a = x + 2 * i * g.w;
@@ -110,45 +153,16 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, T* y, int32_t* idx) 
     return;
   }
   // Any other window, in two passes that keep the inner loops unit-stride (so they vectorise):
-  //  1. each input row's maxima over the windows' columns, hv[r][j] with the column hc[r][j].
-  //     A stride sw reads every sw-th element, so the row is first split into its sw phases
-  //     (phase p holds columns p, p + sw, ...): the column j·sw + off of output j is element
-  //     j + ⌊off/sw⌋ of phase off mod sw, consecutive for consecutive j.
+  //  1. each input row's maxima over the windows' columns, hv[r][j] with the column hc[r][j],
+  //     read through the row's stride phases (split_phases);
   //  2. each output row's maximum over its window's rows of hv.
   // Each pass keeps the first maximum (and the last NaN) in its order, so the result is the
   // window's row-major rule: the topmost row holding the maximum, its leftmost column.
-  const int64_t phase_len = (g.w + g.sw - 1) / g.sw;
-  PoolScratch<T>& s = pool_scratch<T>();
-  s.phases.resize(size_t(g.sw * phase_len));
-  s.hv.resize(size_t(g.h * g.ow));
-  s.hc.resize(size_t(g.h * g.ow));
-  s.first_col.resize(size_t(g.ow));
-  for (int64_t j = 0; j < g.ow; ++j)
-    s.first_col[size_t(j)] = int32_t(std::max<int64_t>(j * g.sw - g.pw, 0));
-  // Per window column dc: the outputs [j0, j1) whose column c = j·sw + off lies in the plane,
-  // and where their elements start in the phases.
   const int64_t kw = g.kw;
-  s.taps.resize(size_t(kw));
-  PoolTap* taps = s.taps.data();
-  for (int64_t dc = 0; dc < kw; ++dc) {
-    const int64_t off = dc - g.pw;
-    const int64_t ph = ((off % g.sw) + g.sw) % g.sw, q = (off - ph) / g.sw;
-    taps[dc] = {off >= 0 ? 0 : (-off + g.sw - 1) / g.sw,
-                std::min(g.ow, (g.w - off + g.sw - 1) / g.sw), ph * phase_len + q, off};
-  }
+  const PoolTap* taps = s.taps.data();
   for (int64_t r = 0; r < g.h; ++r) {
-    const T* xr = x + r * g.w;
     T* phases = s.phases.data();
-    if (g.sw == 1) {
-      for (int64_t k = 0; k < g.w; ++k) phases[k] = read<RELU>(xr[k]);
-    } else if (g.sw == 2) {  // a constant stride, so the split vectorises
-      for (int64_t k = 0; 2 * k < g.w; ++k) phases[k] = read<RELU>(xr[2 * k]);
-      for (int64_t k = 0; 2 * k + 1 < g.w; ++k) phases[phase_len + k] = read<RELU>(xr[2 * k + 1]);
-    } else {
-      for (int64_t p = 0; p < g.sw; ++p)
-        for (int64_t k = 0; p + k * g.sw < g.w; ++k)
-          phases[p * phase_len + k] = read<RELU>(xr[p + k * g.sw]);
-    }
+    split_phases(x + r * g.w, g, phases, [](T v) { return read<RELU>(v); });
     T* hr = s.hv.data() + r * g.ow;
     int32_t* cr = s.hc.data() + r * g.ow;
     std::fill(hr, hr + g.ow, -std::numeric_limits<T>::infinity());
@@ -199,11 +213,12 @@ void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor
     int32_t* pi = indices.data<int32_t>();
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      PoolScratch<T>& s = prepared_scratch<T>(g);
       for (int64_t p = b; p < e; ++p) {
         if (relu)
-          max_forward_plane<true>(px + p * in, g, py + p * out, pi + p * out);
+          max_forward_plane<true>(px + p * in, g, s, py + p * out, pi + p * out);
         else
-          max_forward_plane<false>(px + p * in, g, py + p * out, pi + p * out);
+          max_forward_plane<false>(px + p * in, g, s, py + p * out, pi + p * out);
       }
     });
   });
