@@ -4,18 +4,19 @@
 // a pixel side by side, one vector), where Freight keeps NCHW. Each pass therefore reorders its
 // NCHW operands into the layouts the primitive asked for ("any" at creation), runs, and reorders
 // its result back; where the primitive takes a plain layout (a first layer's 3-channel input),
-// the tensor is used in place. The blocked copies live in one arena that grows to the largest
-// pass and is reused by every pass, with oneDNN's scratchpad, so the engine's memory is one
-// pass's operands, not one per layer.
+// the tensor is used in place. The blocked copies and oneDNN's scratchpad live in one arena per
+// pass, taken from Freight's CPU allocator for the pass only, so the engine's memory is one
+// pass's operands at a time and shows in Freight's memory figures.
 //
 // Primitives are created once per (geometry, pass, thread count) and cached: oneDNN picks its
 // blocking for the thread count it is created with, and creation takes milliseconds. One mutex
-// guards the cache and the arena, so two convolutions on different host threads take turns.
+// guards the cache and the stream, so two convolutions on different host threads take turns.
 #include "backend/cpu/conv_dnnl.h"
 
 #if FREIGHT_HAVE_DNNL
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <dnnl.hpp>
 #include <map>
@@ -27,6 +28,8 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
+
 namespace freight::cpu {
 
 #if FREIGHT_HAVE_DNNL
@@ -35,8 +38,8 @@ using namespace dnnl;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-// The arena's growth step: rounding keeps a few slightly larger layers from reallocating it.
-constexpr size_t kArenaAlign = 64, kArenaStep = size_t(1) << 20;
+// Offsets in a pass's arena keep each operand on its own cache lines.
+constexpr size_t kArenaAlign = 64;
 
 // One operand of a pass: the user's plain tensor and, when the primitive wants another layout,
 // the reorder into (or out of) its place in the arena.
@@ -62,21 +65,21 @@ struct State {
   engine eng{engine::kind::cpu, 0};
   stream st{eng};
   std::map<Key, std::unique_ptr<Pass>> passes;  // null: oneDNN refused the geometry
-  void* arena = nullptr;
-  size_t arena_bytes = 0;
-  ~State() { std::free(arena); }
-  char* reserve(size_t bytes) {
-    if (bytes > arena_bytes) {
-      std::free(arena);
-      arena_bytes = (bytes + kArenaStep - 1) / kArenaStep * kArenaStep;
-      arena = std::aligned_alloc(kArenaAlign, arena_bytes);
-      if (!arena) {
-        arena_bytes = 0;
-        throw std::bad_alloc();
-      }
-    }
-    return static_cast<char*>(arena);
+};
+
+// A pass's blocked operands and scratchpad, from the CPU backend's caching allocator: counted in
+// the device's memory (the peaks that `freight bench` reports) while the pass runs, and reused
+// by the next pass without fresh pages.
+struct Arena {
+  DeviceBackend& backend = backend_for(DeviceType::CPU);
+  size_t bytes;
+  char* data;
+  explicit Arena(size_t n) : bytes(std::max<size_t>(n, 1)) {
+    data = static_cast<char*>(backend.allocate(bytes, 0));
   }
+  ~Arena() { backend.deallocate(data, bytes, 0); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
 };
 
 State& state() {
@@ -219,7 +222,8 @@ bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
   }
   if (!it->second) return false;
   Pass& p = *it->second;
-  char* arena = s.reserve(p.bytes);
+  Arena held(p.bytes);
+  char* arena = held.data;
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SCRATCHPAD, memory(p.scratch, s.eng, arena + p.scratch_offset));
   std::vector<std::pair<const Operand*, std::pair<memory, memory>>> outputs;
