@@ -58,65 +58,73 @@ inline T read(T v) {
     return v;
 }
 
-// The general max pooling's buffers, one set per thread, kept between planes and calls.
-struct PoolTap {
-  int64_t j0, j1, start, off;
+// The general max pooling reads each input row through its stride phases: phase p holds columns
+// p, p + sw, ..., so the column j·sw + off of output j is element j + ⌊off/sw⌋ of phase off mod sw,
+// consecutive for consecutive j, and the loops over outputs are unit-stride. Each phase sits
+// between runs of −∞ (which never win a maximum) wide enough that every window column can be
+// read for every output, in the plane or not: the loops run over all outputs, whole vectors.
+struct PhaseLayout {
+  int64_t len;     // columns of the widest phase, ⌈w / sw⌉
+  int64_t front;   // −∞ before each phase
+  int64_t stride;  // from one phase to the next: front + len + the −∞ after
 };
+inline PhaseLayout phase_layout(const Pool2dGeometry& g) {
+  PhaseLayout l;
+  l.len = (g.w + g.sw - 1) / g.sw;
+  l.front = (g.pw + g.sw - 1) / g.sw;  // the most negative ⌊off/sw⌋, negated
+  const int64_t last = (g.ow - 1) + (g.kw - 1 - g.pw) / g.sw;  // the furthest element read
+  l.stride = l.front + std::max(l.len, last + 1);
+  return l;
+}
+// The buffers, one set per thread, kept between planes and calls.
 template <class T>
 struct PoolScratch {
   std::vector<T> phases, hv;
   std::vector<int32_t> hc, first_col;
-  std::vector<PoolTap> taps;
+  std::vector<int64_t> tap_start;  // per window column: where output 0's element is
 };
 template <class T>
 PoolScratch<T>& pool_scratch() {
   thread_local PoolScratch<T> s;
   return s;
 }
-
-// A row read with stride sw is split into its sw phases (phase p holds columns p, p + sw, ...),
-// so that the column j·sw + off of output j is element j + ⌊off/sw⌋ of phase off mod sw:
-// consecutive for consecutive j, and the loops over outputs are unit-stride. The phases' length:
-inline int64_t phase_length(const Pool2dGeometry& g) {
-  return (g.w + g.sw - 1) / g.sw;
-}
-// Sizes the thread's buffers for planes of geometry g and fills, per window column dc, the
-// outputs [j0, j1) whose column c = j·sw + off lies in the plane and where their elements start
-// in the phases; and each output's first column in the plane. Once per thread and call.
+// Sizes the thread's buffers for planes of geometry g, fills the −∞ around the phases (the rows
+// only ever write the columns they have), each output's first column in the plane (its index
+// when nothing beats −∞) and each window column's start. Once per thread and call.
 template <class T>
 PoolScratch<T>& prepared_scratch(const Pool2dGeometry& g) {
   PoolScratch<T>& s = pool_scratch<T>();
-  const int64_t len = phase_length(g);
-  s.phases.resize(size_t(g.sw * len));
+  const PhaseLayout l = phase_layout(g);
+  s.phases.assign(size_t(g.sw * l.stride), -std::numeric_limits<T>::infinity());
   s.hv.resize(size_t(g.h * g.ow));
   s.hc.resize(size_t(g.h * g.ow));
   s.first_col.resize(size_t(g.ow));
   for (int64_t j = 0; j < g.ow; ++j)
     s.first_col[size_t(j)] = int32_t(std::max<int64_t>(j * g.sw - g.pw, 0));
-  s.taps.resize(size_t(g.kw));
+  s.tap_start.resize(size_t(g.kw));
   for (int64_t dc = 0; dc < g.kw; ++dc) {
     const int64_t off = dc - g.pw;
     const int64_t ph = ((off % g.sw) + g.sw) % g.sw, q = (off - ph) / g.sw;
-    s.taps[size_t(dc)] = {off >= 0 ? 0 : (-off + g.sw - 1) / g.sw,
-                          std::min(g.ow, (g.w - off + g.sw - 1) / g.sw), ph * len + q, off};
+    s.tap_start[size_t(dc)] = ph * l.stride + l.front + q;
   }
   return s;
 }
-// phases[p·len + k] = f(row[p + k·sw]); stride 1 and 2 get loops of constant stride, which
-// vectorise.
+// Phase p of the row: phases[p·stride + front + k] = f(row[p + k·sw]); stride 1 and 2 get loops
+// of constant stride, which vectorise.
 template <class T, class F>
-void split_phases(const T* row, const Pool2dGeometry& g, T* phases, F f) {
-  const int64_t len = phase_length(g);
+void split_phases(const T* row, const Pool2dGeometry& g, const PhaseLayout& l, T* phases, F f) {
+  T* to = phases + l.front;
   if (g.sw == 1) {
-    for (int64_t k = 0; k < g.w; ++k) phases[k] = f(row[k]);
+    for (int64_t k = 0; k < g.w; ++k) to[k] = f(row[k]);
   } else if (g.sw == 2) {
-    for (int64_t k = 0; 2 * k < g.w; ++k) phases[k] = f(row[2 * k]);
-    for (int64_t k = 0; 2 * k + 1 < g.w; ++k) phases[len + k] = f(row[2 * k + 1]);
+    for (int64_t k = 0; 2 * k < g.w; ++k) to[k] = f(row[2 * k]);
+    for (int64_t k = 0; 2 * k + 1 < g.w; ++k) to[l.stride + k] = f(row[2 * k + 1]);
   } else {
     for (int64_t p = 0; p < g.sw; ++p)
-      for (int64_t k = 0; p + k * g.sw < g.w; ++k) phases[p * len + k] = f(row[p + k * g.sw]);
+      for (int64_t k = 0; p + k * g.sw < g.w; ++k) to[p * l.stride + k] = f(row[p + k * g.sw]);
   }
 }
+
 template <bool RELU, class T>
 void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T* y, int32_t* idx) {
   if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0) {
@@ -158,20 +166,19 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T
   //  2. each output row's maximum over its window's rows of hv.
   // Each pass keeps the first maximum (and the last NaN) in its order, so the result is the
   // window's row-major rule: the topmost row holding the maximum, its leftmost column.
-  const int64_t kw = g.kw;
-  const PoolTap* taps = s.taps.data();
+  const PhaseLayout l = phase_layout(g);
+  const int32_t sw = int32_t(g.sw);
   for (int64_t r = 0; r < g.h; ++r) {
     T* phases = s.phases.data();
-    split_phases(x + r * g.w, g, phases, [](T v) { return read<RELU>(v); });
+    split_phases(x + r * g.w, g, l, phases, [](T v) { return read<RELU>(v); });
     T* hr = s.hv.data() + r * g.ow;
     int32_t* cr = s.hc.data() + r * g.ow;
     std::fill(hr, hr + g.ow, -std::numeric_limits<T>::infinity());
     std::copy(s.first_col.begin(), s.first_col.end(), cr);
-    for (int64_t dc = 0; dc < kw; ++dc) {
-      const PoolTap& t = taps[dc];
-      const T* src = phases + t.start;
-      const int32_t sw = int32_t(g.sw), off = int32_t(t.off);
-      for (int64_t j = t.j0; j < t.j1; ++j) {
+    for (int64_t dc = 0; dc < g.kw; ++dc) {
+      const T* src = phases + s.tap_start[size_t(dc)];
+      const int32_t off = int32_t(dc - g.pw);
+      for (int64_t j = 0; j < g.ow; ++j) {
         const T v = src[j];
         const bool take = replaces(v, hr[j]);
         cr[j] = select(take, int32_t(j) * sw + off, cr[j]);
