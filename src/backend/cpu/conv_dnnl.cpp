@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "core/backend.h"
+#include "freight/error.h"
 
 namespace freight::cpu {
 
@@ -40,6 +41,8 @@ using dt = memory::data_type;
 
 // Offsets in a pass's arena keep each operand on its own cache lines.
 constexpr size_t kArenaAlign = 64;
+// Cached passes at most (a zoo model has a few dozen).
+constexpr size_t kMaxCachedPasses = 512;
 
 // One operand of a pass: the user's plain tensor and, when the primitive wants another layout,
 // the reorder into (or out of) its place in the arena.
@@ -195,6 +198,8 @@ std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, const 
   return p;
 }
 
+void execute(State& s, Pass& p, const std::vector<std::pair<int, const float*>>& user);
+
 // Runs one pass: `user` holds the user's pointer of each operand, by DNNL_ARG_*.
 bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
          const std::vector<std::pair<int, const float*>>& user) {
@@ -218,10 +223,30 @@ bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
     } catch (const dnnl::error&) {
       // Refused (an unusual padding, a shape no implementation takes): the caller's engine runs.
     }
+    // Every distinct shape adds an entry (a last batch of another size, images of many sizes);
+    // past a bound the cache starts over rather than grow without end.
+    if (s.passes.size() >= kMaxCachedPasses) s.passes.clear();
     it = s.passes.emplace(key, std::move(built)).first;
   }
   if (!it->second) return false;
-  Pass& p = *it->second;
+  try {
+    execute(s, *it->second, user);
+  } catch (const dnnl::error& e) {
+    throw Error(fmt::format(
+        "conv2d {} on oneDNN failed: {} (status {}); input [{}, {}, {}, {}], weight [{}, {}, {}, "
+        "{}], stride ({}, {}), padding ({}, {}), dilation ({}, {}); FREIGHT_CONV_DNNL=0 runs "
+        "Freight's own engines",
+        pass == 0   ? "forward"
+        : pass == 1 ? "input gradient"
+                    : "weight gradient",
+        e.what(), int(e.status), g.n, g.c, g.h, g.w, g.o, g.c, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
+        g.dh, g.dw));
+  }
+  return true;
+}
+
+// The reorders in, the primitive, the reorders out, on the pass's arena.
+void execute(State& s, Pass& p, const std::vector<std::pair<int, const float*>>& user) {
   Arena held(p.bytes);
   char* arena = held.data;
   std::unordered_map<int, memory> args;
@@ -244,7 +269,6 @@ bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
   p.conv.execute(s.st, args);
   for (auto& [op, mems] : outputs) op->to_user.execute(s.st, mems.first, mems.second);
   s.st.wait();
-  return true;
 }
 }  // namespace
 
