@@ -16,6 +16,9 @@
 //    of a transposed dY.
 //  * Panel (AVX-512, any stride): B is unrolled (im2col) chunk by chunk straight into the tile's
 //    panel layout; the input gradient goes through col2im.
+//  * Dnnl (fp32, where oneDNN was found; conv_dnnl.h): oneDNN's channel-blocked kernels with
+//    reorders from and to NCHW, on the passes where `dnnl_preferred` says it measured faster;
+//    tried before `pick`, whose engine runs when oneDNN refuses a geometry.
 //  * Blas (portable): the same chunks as plain rows through cblas_sgemm/dgemm. OpenBLAS spends
 //    most of its time packing and on edges at these shapes (M = O of 6 to 64, K = 9 to 576):
 //    60-120 GF/s on two cores where the tiles reach 200-290.
