@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/test_util.h"
@@ -105,6 +106,41 @@ TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
       EXPECT_EQ(got_g, want_g) << "kernel " << g.k[0] << "x" << g.k[1] << (relu ? " relu" : "");
     }
   }
+}
+
+// The 3x3 stride-2 windows (their own two-pass path) against direct sums, with padding 0 and 1
+// on odd and even planes: outputs and the gradient of a weighted sum.
+TEST(AvgPool2d, ThreeByThreeStrideTwoMatchesDirectSums) {
+  for (int64_t pad : {0, 1})
+    for (auto [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {8, 6}, {9, 12}, {16, 16}, {3, 5}}) {
+      SCOPED_TRACE(testing::Message() << h << "x" << w << " padding " << pad);
+      Generator gen(11);
+      Tensor x = Tensor::normal({2, 3, h, w}, 0, 1, DType::F64, Device::cpu(), &gen);
+      x.set_requires_grad();
+      Tensor y = avg_pool2d(x, {3, 3}, {2, 2}, {pad, pad});
+      const int64_t oh = (h + 2 * pad - 3) / 2 + 1, ow = (w + 2 * pad - 3) / 2 + 1;
+      ASSERT_EQ(y.shape(), (Shape{2, 3, oh, ow}));
+      Tensor gy = Tensor::normal(y.shape(), 0, 1, DType::F64, Device::cpu(), &gen);
+      y.backward(gy);
+      const std::vector<double> xv = x.to_double_vector(), gv = gy.to_double_vector();
+      std::vector<double> want_y(size_t(6 * oh * ow)), want_g(xv.size(), 0.0);
+      for (int64_t p = 0; p < 6; ++p)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double sum = 0;
+            const size_t at = size_t((p * oh + i) * ow + j);
+            for (int64_t r = 2 * i - pad; r < 2 * i - pad + 3; ++r)
+              for (int64_t c = 2 * j - pad; c < 2 * j - pad + 3; ++c) {
+                if (r < 0 || r >= h || c < 0 || c >= w) continue;
+                sum += xv[size_t((p * h + r) * w + c)];
+                want_g[size_t((p * h + r) * w + c)] += gv[at] / 9;
+              }
+            want_y[at] = sum / 9;
+          }
+      const std::vector<double> got_y = y.to_double_vector(), got_g = x.grad().to_double_vector();
+      for (size_t k = 0; k < want_y.size(); ++k) EXPECT_NEAR(got_y[k], want_y[k], 1e-12) << k;
+      for (size_t k = 0; k < want_g.size(); ++k) EXPECT_NEAR(got_g[k], want_g[k], 1e-12) << k;
+    }
 }
 
 TEST(AvgPool2d, PaddingCountsInTheDivisor) {

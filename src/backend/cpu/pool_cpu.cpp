@@ -258,6 +258,78 @@ inline bool is_2x2_s2(const Pool2dGeometry& g) {
   return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
 }
 
+// 3x3 windows with stride 2 and padding 0 or 1 (AlexNet's and most CNNs' overlapping pooling):
+// the plane is copied into a zero-padded one (count_include_pad: the padding adds nothing), so
+// no window needs clipping, and summed in two passes whose loops run over a whole row of outputs:
+// each padded row's sums over the windows' three columns, then each window's three rows. A
+// small plane's windows then cost a few vector operations each instead of nine clipped scalar
+// loads.
+inline bool is_3x3_s2(const Pool2dGeometry& g) {
+  return g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.ph == g.pw && g.ph <= 1;
+}
+template <class T>
+struct AvgScratch {
+  std::vector<T> padded, rows;
+};
+template <class T>
+AvgScratch<T>& avg_scratch(const Pool2dGeometry& g) {
+  thread_local AvgScratch<T> s;
+  const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw;
+  s.padded.assign(size_t(hp * wp), T(0));  // the border stays 0; each plane fills the inside
+  s.rows.resize(size_t(hp * g.ow));
+  return s;
+}
+template <class T>
+void avg_forward_3x3_s2(const T* x, const Pool2dGeometry& g, AvgScratch<T>& s, T scale, T* y) {
+  const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, ow = g.ow;
+  T* pad = s.padded.data();
+  for (int64_t r = 0; r < g.h; ++r)
+    std::copy(x + r * g.w, x + (r + 1) * g.w, pad + (r + g.ph) * wp + g.pw);
+  for (int64_t r = 0; r < hp; ++r) {
+    const T* a = pad + r * wp;
+    T* out = s.rows.data() + r * ow;
+#pragma omp simd
+    for (int64_t j = 0; j < ow; ++j) out[j] = a[2 * j] + a[2 * j + 1] + a[2 * j + 2];
+  }
+  for (int64_t i = 0; i < g.oh; ++i) {
+    const T* r0 = s.rows.data() + 2 * i * ow;
+    T* yr = y + i * ow;
+#pragma omp simd
+    for (int64_t j = 0; j < ow; ++j) yr[j] = (r0[j] + r0[ow + j] + r0[2 * ow + j]) * scale;
+  }
+}
+// The transpose: each window's gradient (times the scale) to its three padded rows, then each
+// padded row's sums to the columns: column 2m gets the windows m and m − 1, column 2m + 1
+// window m. The inside of the padded plane is the input's gradient.
+template <class T>
+void avg_backward_3x3_s2(const T* gy, const Pool2dGeometry& g, AvgScratch<T>& s, T scale, T* gx) {
+  const int64_t wp = g.w + 2 * g.pw, ow = g.ow;
+  std::fill(s.rows.begin(), s.rows.end(), T(0));
+  for (int64_t i = 0; i < g.oh; ++i) {
+    const T* gr = gy + i * ow;
+    for (int64_t dr = 0; dr < 3; ++dr) {
+      T* out = s.rows.data() + (2 * i + dr) * ow;
+#pragma omp simd
+      for (int64_t j = 0; j < ow; ++j) out[j] += gr[j] * scale;
+    }
+  }
+  T* pad = s.padded.data();
+  for (int64_t r = g.ph; r < g.ph + g.h; ++r) {
+    const T* t = s.rows.data() + r * ow;
+    T* a = pad + r * wp;
+    // Columns 0 .. 2·ow of the padded row are the windows' (the last window ends at 2·ow);
+    // any column beyond is in no window.
+    a[0] = t[0];
+#pragma omp simd
+    for (int64_t m = 1; m < ow; ++m) a[2 * m] = t[m] + t[m - 1];
+#pragma omp simd
+    for (int64_t m = 0; m < ow; ++m) a[2 * m + 1] = t[m];
+    a[2 * ow] = t[ow - 1];
+    for (int64_t c = 2 * ow + 1; c < wp; ++c) a[c] = T(0);
+    std::copy(a + g.pw, a + g.pw + g.w, gx + (r - g.ph) * g.w);
+  }
+}
+
 void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
   dispatch_floating(x.dtype(), "avg_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
@@ -266,9 +338,14 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     const T scale = T(1) / T(g.kh * g.kw);  // count_include_pad: always the full window
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      AvgScratch<T>* s = is_3x3_s2(g) ? &avg_scratch<T>(g) : nullptr;
       for (int64_t p = b; p < e; ++p) {
         const T* xp = px + p * in;
         T* yp = py + p * out;
+        if (s) {
+          avg_forward_3x3_s2(xp, g, *s, scale, yp);
+          continue;
+        }
         if (is_2x2_s2(g)) {
           for (int64_t i = 0; i < g.oh; ++i) {
             const T* a = xp + 2 * i * g.w;
@@ -301,9 +378,14 @@ void avg_backward_cpu(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx) {
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     const T scale = T(1) / T(g.kh * g.kw);
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
+      AvgScratch<T>* s = is_3x3_s2(g) ? &avg_scratch<T>(g) : nullptr;
       for (int64_t p = b; p < e; ++p) {
         T* xp = px + p * in;
         const T* gp = pg + p * out;
+        if (s) {
+          avg_backward_3x3_s2(gp, g, *s, scale, xp);
+          continue;
+        }
         if (is_2x2_s2(g) && g.h % 2 == 0 && g.w % 2 == 0) {  // windows tile the plane
           for (int64_t i = 0; i < g.oh; ++i) {
             T* a = xp + 2 * i * g.w;
