@@ -79,7 +79,7 @@ inline PhaseLayout phase_layout(const Pool2dGeometry& g) {
 // The buffers, one set per thread, kept between planes and calls.
 template <class T>
 struct PoolScratch {
-  std::vector<T> phases, hv;
+  std::vector<T> phases, hv, neg_inf;  // neg_inf: a row of −∞, for window rows off the plane
   std::vector<int32_t> hc, first_col;
   std::vector<int64_t> tap_start;  // per window column: where output 0's element is
 };
@@ -97,6 +97,7 @@ PoolScratch<T>& prepared_scratch(const Pool2dGeometry& g) {
   const PhaseLayout l = phase_layout(g);
   s.phases.assign(size_t(g.sw * l.stride), -std::numeric_limits<T>::infinity());
   s.hv.resize(size_t(g.h * g.ow));
+  s.neg_inf.assign(size_t(g.ow), -std::numeric_limits<T>::infinity());
   s.hc.resize(size_t(g.h * g.ow));
   s.first_col.resize(size_t(g.ow));
   for (int64_t j = 0; j < g.ow; ++j)
@@ -173,6 +174,25 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T
     split_phases(x + r * g.w, g, l, phases, [](T v) { return read<RELU>(v); });
     T* hr = s.hv.data() + r * g.ow;
     int32_t* cr = s.hc.data() + r * g.ow;
+    if (g.kw == 3) {  // the usual width: the three columns in one pass over the outputs
+      const T *s0 = phases + s.tap_start[0], *s1 = phases + s.tap_start[1],
+              *s2 = phases + s.tap_start[2];
+      const int32_t o = int32_t(-g.pw);
+      const int32_t* first = s.first_col.data();
+      for (int64_t j = 0; j < g.ow; ++j) {
+        T best = -std::numeric_limits<T>::infinity();
+        int32_t at = first[j];
+        const int32_t c = int32_t(j) * sw + o;
+        bool take = replaces(s0[j], best);
+        at = select(take, c, at), best = select(take, s0[j], best);
+        take = replaces(s1[j], best);
+        at = select(take, c + 1, at), best = select(take, s1[j], best);
+        take = replaces(s2[j], best);
+        at = select(take, c + 2, at), best = select(take, s2[j], best);
+        hr[j] = best, cr[j] = at;
+      }
+      continue;
+    }
     std::fill(hr, hr + g.ow, -std::numeric_limits<T>::infinity());
     std::copy(s.first_col.begin(), s.first_col.end(), cr);
     for (int64_t dc = 0; dc < g.kw; ++dc) {
@@ -190,6 +210,33 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T
     T* yr = y + i * g.ow;
     int32_t* ir = idx + i * g.ow;
     const int64_t r0 = std::max<int64_t>(i * g.sh - g.ph, 0);
+    if (g.kh == 3) {  // the three rows in one pass; a row outside the plane reads −∞
+      const T* rows[3];
+      const int32_t* cols[3];
+      int32_t starts[3];
+      for (int64_t dr = 0; dr < 3; ++dr) {
+        const int64_t r = i * g.sh - g.ph + dr;
+        const bool in = r >= 0 && r < g.h;
+        rows[dr] = in ? s.hv.data() + r * g.ow : s.neg_inf.data();
+        cols[dr] = in ? s.hc.data() + r * g.ow : s.first_col.data();
+        starts[dr] = int32_t((in ? r : 0) * g.w);
+      }
+      const int32_t* first = s.first_col.data();
+      const int32_t top = int32_t(r0 * g.w);
+      for (int64_t j = 0; j < g.ow; ++j) {
+        T best = -std::numeric_limits<T>::infinity();
+        int32_t at = top + first[j];
+        bool take = replaces(rows[0][j], best);
+        at = select(take, starts[0] + cols[0][j], at), best = select(take, rows[0][j], best);
+        take = replaces(rows[1][j], best);
+        at = select(take, starts[1] + cols[1][j], at), best = select(take, rows[1][j], best);
+        take = replaces(rows[2][j], best);
+        at = select(take, starts[2] + cols[2][j], at), best = select(take, rows[2][j], best);
+        if constexpr (RELU) at = best > T(0) ? at : -1;
+        yr[j] = best, ir[j] = at;
+      }
+      continue;
+    }
     for (int64_t j = 0; j < g.ow; ++j) {
       yr[j] = -std::numeric_limits<T>::infinity();
       ir[j] = int32_t(r0 * g.w + std::max<int64_t>(j * g.sw - g.pw, 0));
