@@ -197,19 +197,13 @@ void ran(int pass, ConvEngine e) {
   count_conv_engine_run(pass, e);
 }
 
-// Whether oneDNN runs the pass (fp32 only): when forced, or where Auto prefers it
+// Whether oneDNN runs an fp32 pass: when forced, or where Auto prefers it
 // (dnnl_preferred). When oneDNN then refuses the geometry, `pick`'s engine runs instead.
 bool dnnl_preferred(const Conv2dGeometry& g, int pass);
-template <class T>
 bool use_dnnl(const Conv2dGeometry& g, int pass) {
-  if constexpr (!std::is_same_v<T, float>) {
-    return false;
-  } else {
-    const ConvEngine forced = forced_conv_engine();
-    if (forced != ConvEngine::Auto && forced != ConvEngine::Dnnl) return false;
-    if (forced == ConvEngine::Dnnl) return true;  // set_conv_engine checked it is built
-    return conv_dnnl_allowed() && dnnl_preferred(g, pass);
-  }
+  const ConvEngine forced = forced_conv_engine();
+  if (forced == ConvEngine::Dnnl) return true;  // set_conv_engine checked it is built
+  return forced == ConvEngine::Auto && conv_dnnl_allowed() && dnnl_preferred(g, pass);
 }
 // oneDNN's team for the pass: as many threads as the work pays for (threads_for).
 int dnnl_threads(const Conv2dGeometry& g) {
@@ -222,7 +216,7 @@ template <class T>
 struct Engine {
   static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
     if constexpr (std::is_same_v<T, float>)
-      if (use_dnnl<T>(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g)))
+      if (use_dnnl(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g)))
         return ran(0, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 0);
     switch (e) {
@@ -251,7 +245,7 @@ struct Engine {
   }
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
     if constexpr (std::is_same_v<T, float>)
-      if (use_dnnl<T>(g, 1) && dnnl_conv_backward_input(gy, w, g, dx, dnnl_threads(g)))
+      if (use_dnnl(g, 1) && dnnl_conv_backward_input(gy, w, g, dx, dnnl_threads(g)))
         return ran(1, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 1);
     switch (e) {
@@ -280,7 +274,7 @@ struct Engine {
   }
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     if constexpr (std::is_same_v<T, float>)
-      if (dw && use_dnnl<T>(g, 2) && dnnl_conv_backward_weight(gy, x, g, dw, db, dnnl_threads(g)))
+      if (dw && use_dnnl(g, 2) && dnnl_conv_backward_weight(gy, x, g, dw, db, dnnl_threads(g)))
         return ran(2, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 2);
     switch (e) {

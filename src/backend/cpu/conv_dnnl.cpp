@@ -85,9 +85,9 @@ struct Arena {
   Arena& operator=(const Arena&) = delete;
 };
 
+// Constructed on the first convolution, so a program that never runs one pays nothing.
 State& state() {
-  static State
-      s;  // constructed on the first convolution, so a build that never runs one pays nothing
+  static State s;
   return s;
 }
 

@@ -1,6 +1,7 @@
-// CPU kernels of 2-D pooling: threads over planes (N·C), windows clipped to the plane so the
-// inner loops carry no padding tests. The 2x2 stride-2 unpadded case (LeNet, the MNIST CNNs)
-// has its own loop over pairs of rows.
+// CPU kernels of 2-D pooling: threads over planes (N·C). The 2x2 stride-2 unpadded case (LeNet,
+// the MNIST CNNs) has its own loop over pairs of rows; other max windows read each row through
+// its stride phases, padded with −∞; 3x3 stride-2 averages sum a zero-padded copy of the plane;
+// the remaining averages clip each window to the plane.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,11 @@
 
 namespace freight::cpu {
 namespace {
+
+// 2x2 windows with stride 2 and no padding (LeNet, the MNIST CNNs) have loops of their own.
+inline bool is_2x2_s2(const Pool2dGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
+}
 
 // Planes per thread chunk: enough elements to be worth a thread.
 int64_t plane_grain(const Pool2dGeometry& g) {
@@ -127,8 +133,9 @@ void split_phases(const T* row, const Pool2dGeometry& g, const PhaseLayout& l, T
 }
 
 template <bool RELU, class T>
-void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T* y, int32_t* idx) {
-  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0) {
+void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scratch, T* y,
+                       int32_t* idx) {
+  if (is_2x2_s2(g)) {
     for (int64_t i = 0; i < g.oh; ++i) {
       const T* a = x + 2 * i * g.w;
       const T* b = a + g.w;
@@ -161,6 +168,7 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>& s, T
     }
     return;
   }
+  PoolScratch<T>& s = *scratch;
   // Any other window, in two passes that keep the inner loops unit-stride (so they vectorise):
   //  1. each input row's maxima over the windows' columns, hv[r][j] with the column hc[r][j],
   //     read through the row's stride phases (split_phases);
@@ -267,7 +275,7 @@ void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor
     int32_t* pi = indices.data<int32_t>();
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
-      PoolScratch<T>& s = prepared_scratch<T>(g);
+      PoolScratch<T>* s = is_2x2_s2(g) ? nullptr : &prepared_scratch<T>(g);
       for (int64_t p = b; p < e; ++p) {
         if (relu)
           max_forward_plane<true>(px + p * in, g, s, py + p * out, pi + p * out);
@@ -301,9 +309,6 @@ void max_backward_cpu(const Tensor& gy, const Tensor& indices, const Pool2dGeome
 }
 
 // ---------------------------------------------------------------- average
-inline bool is_2x2_s2(const Pool2dGeometry& g) {
-  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0;
-}
 
 // 3x3 windows with stride 2 and padding 0 or 1 (AlexNet's and most CNNs' overlapping pooling):
 // the plane is copied into a zero-padded one (count_include_pad: the padding adds nothing), so
