@@ -1,4 +1,5 @@
-// GEMM on the CPU through OpenBLAS (row-major CBLAS). The library is the OpenMP build, so its
+// GEMM on the CPU through OpenBLAS (row-major CBLAS) and, for float products of the shapes where it
+// measured faster, oneDNN's sgemm (sgemm_call.h, sgemm_onednn.h). Both are OpenMP builds, so their
 // threads are the same pool as our kernels'.
 //
 // Float products of the middle sizes a training step is made of are cut by us, not by OpenBLAS,
@@ -28,6 +29,7 @@
 #include <cstring>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/sgemm_call.h"
 #include "backend/cpu/sgemm_split.h"
 #include "freight/parallel_thresholds.h"
 #include "ops/kernels/blas.h"
@@ -69,11 +71,12 @@ bool split_enabled() {
 }
 
 // C[m×n] = alpha·op(A)·op(B) + beta·C with the rows or columns of C cut into `parts` pieces, one
-// single-threaded sgemm per thread. Row r of op(A) starts at a + r·lda (a + r when A is
-// transposed); column j of op(B) at b + j (b + j·ldb when B is transposed).
-void sgemm_split(const SgemmPlan& p, CBLAS_TRANSPOSE opa, CBLAS_TRANSPOSE opb, int64_t m, int64_t n,
-                 int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                 float beta, float* c, int64_t ldc) {
+// single-threaded sgemm per thread (each piece on the library faster for its own shape). Row r of
+// op(A) starts at a + r·lda (a + r when A is transposed); column j of op(B) at b + j (b + j·ldb
+// when B is transposed).
+void sgemm_split(const SgemmPlan& p, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc) {
   const int64_t extent = p.split == SgemmSplit::Rows ? m : n;
 #pragma omp parallel num_threads(p.parts)
   {
@@ -83,13 +86,11 @@ void sgemm_split(const SgemmPlan& p, CBLAS_TRANSPOSE opa, CBLAS_TRANSPOSE opb, i
     const int64_t begin = std::min(extent, t * per), end = std::min(extent, begin + per);
     if (begin < end) {
       if (p.split == SgemmSplit::Rows) {
-        const float* ar = opa == CblasTrans ? a + begin : a + begin * lda;
-        cblas_sgemm(CblasRowMajor, opa, opb, int(end - begin), int(n), int(k), alpha, ar, int(lda),
-                    b, int(ldb), beta, c + begin * ldc, int(ldc));
+        const float* ar = ta ? a + begin : a + begin * lda;
+        sgemm(ta, tb, end - begin, n, k, alpha, ar, lda, b, ldb, beta, c + begin * ldc, ldc);
       } else {
-        const float* bc = opb == CblasTrans ? b + begin * ldb : b + begin;
-        cblas_sgemm(CblasRowMajor, opa, opb, int(m), int(end - begin), int(k), alpha, a, int(lda),
-                    bc, int(ldb), beta, c + begin, int(ldc));
+        const float* bc = tb ? b + begin * ldb : b + begin;
+        sgemm(ta, tb, m, end - begin, k, alpha, a, lda, bc, ldb, beta, c + begin, ldc);
       }
     }
   }
@@ -122,11 +123,11 @@ void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
                 ? plan_sgemm(m, n, k, ta, tb, omp_in_parallel() ? 1 : omp_get_max_threads())
                 : SgemmPlan{};
         if (plan.split != SgemmSplit::None && plan.parts > 1)
-          sgemm_split(plan, opa, opb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb, ldb,
+          sgemm_split(plan, ta, tb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb, ldb,
                       float(beta), pc + i * m * n, ldc);
         else
-          cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb,
-                      ldb, float(beta), pc + i * m * n, ldc);
+          sgemm(ta, tb, m, n, k, float(alpha), pa + i * sa, lda, pb + i * sb, ldb, float(beta),
+                pc + i * m * n, ldc);
       } else {
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, alpha, pa + i * sa, lda, pb + i * sb, ldb,
                     beta, pc + i * m * n, ldc);

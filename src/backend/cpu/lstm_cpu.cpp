@@ -24,6 +24,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/sgemm_call.h"
 #include "backend/cpu/vec_math.h"
 #include "ops/kernels/lstm.h"
 
@@ -52,8 +53,7 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T
                int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-                1.0f, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    sgemm(false, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   else
     cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
                 1.0, a, int(lda), b, int(ldb), beta, c, int(ldc));
@@ -165,8 +165,7 @@ void weight_grads_blas(const T_* x, const T_* hs, const T_* da, int64_t ld, int6
     }
   });
   if constexpr (std::is_same_v<T_, float>)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(G), int(K), int(T * B), 1.0f, da,
-                int(ld), xh, int(K), 0.0f, dw, int(K));
+    sgemm(true, false, G, K, T * B, 1.0f, da, ld, xh, K, 0.0f, dw, K);
   else
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(G), int(K), int(T * B), 1.0, da,
                 int(ld), xh, int(K), 0.0, dw, int(K));
@@ -432,8 +431,7 @@ void sequence_forward(const float* x, const float* w_ih, const float* w_hh, cons
   Tensor xproj_buf;
   if (fused_i == 0) {
     xproj_buf = workspace(B * T * 4 * H);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(B * T), int(4 * H), int(I), 1.0f, x,
-                int(I), w_ih, int(I), 0.0f, xproj_buf.data<float>(), int(4 * H));
+    sgemm(false, true, B * T, 4 * H, I, 1.0f, x, I, w_ih, I, 0.0f, xproj_buf.data<float>(), 4 * H);
   }
   int64_t panels = (H + kUnits - 1) / kUnits;
   Tensor wp = workspace(panels * (H + fused_i) * 4 * kUnits);

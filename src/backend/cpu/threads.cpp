@@ -9,6 +9,7 @@
 
 #include "backend/cpu/conv_cpu.h"
 #include "backend/cpu/conv_dnnl.h"
+#include "backend/cpu/sgemm_onednn.h"
 #include "freight/runtime.h"
 
 namespace freight {
@@ -60,13 +61,18 @@ std::string build_info() {
   // The instruction-set level of Freight's own CPU kernels (cpu_isa.cpp): records and the peaks
   // cache must tell an avx2 run from an avx512 one.
   s += fmt::format(", CPU kernels {}", cpu_kernel_isa());
-  // Which convolution engines Auto picks from (conv_engine_choice.cpp, conv_dnnl.h).
-  if (!cpu::dnnl_conv_built())
+  // Which convolution engines Auto picks from (conv_engine_choice.cpp, conv_dnnl.h) and which
+  // library runs float GEMMs (sgemm_onednn.h).
+  if (!cpu::dnnl_conv_built()) {
     s += ", no oneDNN";
-  else if (!cpu::conv_dnnl_allowed())
-    s += fmt::format(", {} off (FREIGHT_CONV_DNNL)", cpu::dnnl_conv_version());
-  else
-    s += fmt::format(", {} convolutions where faster", cpu::dnnl_conv_version());
+  } else {
+    const bool conv = cpu::conv_dnnl_allowed(), gemm = cpu::gemm_dnnl_allowed();
+    const std::string uses = conv && gemm ? "convolutions and sgemm where faster"
+                             : conv ? "convolutions where faster (sgemm off: FREIGHT_GEMM_DNNL)"
+                             : gemm ? "sgemm where faster (convolutions off: FREIGHT_CONV_DNNL)"
+                                    : "off (FREIGHT_CONV_DNNL, FREIGHT_GEMM_DNNL)";
+    s += fmt::format(", {} {}", cpu::dnnl_conv_version(), uses);
+  }
 #if FREIGHT_WITH_CUDA
   s += ", CUDA backend built";
 #else

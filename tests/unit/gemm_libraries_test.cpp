@@ -1,0 +1,147 @@
+// Float GEMMs run on oneDNN's sgemm or OpenBLAS's, per shape (backend/cpu/sgemm_onednn.h). These
+// tests check the rule on the shapes of a training step, and that products routed to oneDNN (whole
+// and as the pieces of a split) equal a float64 reference on every element for every
+// transposition, alpha and beta, agree with OpenBLAS, and repeat bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/sgemm_onednn.h"
+#include "backend/cpu/sgemm_split.h"
+#include "common/test_util.h"
+#include "freight/freight.h"
+#include "ops/kernels/blas.h"
+
+namespace freight {
+namespace {
+
+using cpu::onednn_sgemm_faster;
+
+TEST(GemmLibraries, RulePicksOneDnnForTheMiddleShapesOfAStep) {
+  // mlp and fcn5 at batch 64 and 256: forward (NT), input gradient (NN), weight gradient (TN).
+  EXPECT_TRUE(onednn_sgemm_faster(64, 512, 784, false, true, true));
+  EXPECT_TRUE(onednn_sgemm_faster(64, 784, 512, false, false, true));
+  EXPECT_TRUE(onednn_sgemm_faster(512, 784, 64, true, false, true));
+  EXPECT_TRUE(onednn_sgemm_faster(4096, 2048, 256, true, false, true));
+  // A batch of one against a large matrix.
+  EXPECT_TRUE(onednn_sgemm_faster(1, 4096, 2048, false, true, true));
+  // Tiny products stay on OpenBLAS's AVX-512 kernels, not on its Haswell ones.
+  EXPECT_FALSE(onednn_sgemm_faster(64, 10, 256, false, true, true));
+  EXPECT_TRUE(onednn_sgemm_faster(64, 10, 256, false, true, false));
+  // Weight gradients summed over 2048 rows or more stay on OpenBLAS.
+  EXPECT_FALSE(onednn_sgemm_faster(1024, 256, 2048, true, false, true));
+  EXPECT_FALSE(onednn_sgemm_faster(10000, 256, 8192, true, false, false));
+  EXPECT_TRUE(onednn_sgemm_faster(512, 156, 1792, true, false, true));
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  double alpha, beta;
+};
+
+// C = alpha·op(A)·op(B) + beta·C in float64 from the float operands.
+std::vector<double> reference(const Case& c, const Tensor& a, const Tensor& b, const Tensor& c0) {
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c0.data<float>();
+  std::vector<double> out(size_t(c.m * c.n));
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < c.k; ++p)
+        s += double(c.ta ? pa[p * c.m + i] : pa[i * c.k + p]) *
+             double(c.tb ? pb[j * c.k + p] : pb[p * c.n + j]);
+      out[size_t(i * c.n + j)] =
+          c.alpha * s + (c.beta != 0 ? c.beta * double(pc[i * c.n + j]) : 0.0);
+    }
+  return out;
+}
+
+// Elements of `got` off the reference by more than float32 sums of k unit-normal products allow
+// (about 2^-24·√k·|terms|).
+int64_t mismatches(const Case& c, const Tensor& got, const std::vector<double>& want) {
+  const double tol = 1e-5 * std::sqrt(double(c.k)) * std::max(1.0, std::fabs(c.alpha));
+  const float* g = got.data<float>();
+  int64_t bad = 0;
+  for (int64_t e = 0; e < c.m * c.n; ++e)
+    if (!(std::fabs(double(g[e]) - want[size_t(e)]) <= tol * (1 + std::fabs(want[size_t(e)]))))
+      ++bad;
+  return bad;
+}
+
+// Restores the thread count and oneDNN's permission when a test ends.
+class GemmOnOneDnn : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::onednn_sgemm_built()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+    threads_ = num_threads();
+    allowed_ = cpu::gemm_dnnl_allowed();
+    cpu::set_gemm_dnnl_allowed(true);
+  }
+  void TearDown() override {
+    if (!cpu::onednn_sgemm_built()) return;
+    set_num_threads(threads_);
+    cpu::set_gemm_dnnl_allowed(allowed_);
+  }
+  int threads_ = 1;
+  bool allowed_ = true;
+};
+
+TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
+  const std::vector<Case> cases = {
+      {64, 520, 200, false, true, 1.0, 0.0},   // a layer's forward (split into columns)
+      {64, 200, 520, false, false, 1.0, 0.0},  // its input gradient
+      {300, 200, 64, true, false, 1.0, 0.0},   // its weight gradient (split into rows, uneven)
+      {300, 200, 64, true, false, 1.0, 1.0},   // accumulated (an LSTM's)
+      {1, 1000, 300, false, true, 1.0, 0.0},   // a batch of one
+      {150, 170, 90, true, true, -0.5, 0.25},  // both transposed, scaled
+      {700, 60, 40, false, false, 2.0, 1.0},   // tall and skinny (an LSTM's input projection)
+  };
+  Generator g(23);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message()
+                   << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta << " tb " << c.tb
+                   << " alpha " << c.alpha << " beta " << c.beta << ", " << threads << " threads");
+      ASSERT_TRUE(cpu::use_onednn_sgemm(c.m, c.n, c.k, c.ta, c.tb))
+          << "no longer routed to oneDNN: pick a shape that is";
+      Tensor a = Tensor::normal(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, 0, 1, DType::F32,
+                                Device::cpu(), &g);
+      Tensor b = Tensor::normal(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 0, 1, DType::F32,
+                                Device::cpu(), &g);
+      Tensor c0 = Tensor::normal({c.m, c.n}, 0, 1, DType::F32, Device::cpu(), &g);
+      const std::vector<double> want = reference(c, a, b, c0);
+      auto run = [&](bool onednn) {
+        cpu::set_gemm_dnnl_allowed(onednn);
+        Tensor out = c0.clone();
+        if (c.beta == 0)  // poisoned: an element nothing writes stays NaN
+          out.fill_(std::numeric_limits<double>::quiet_NaN());
+        kernels::gemm(DeviceType::CPU, a, c.ta, b, c.tb, out, c.alpha, c.beta);
+        return out;
+      };
+      Tensor dnnl = run(true), again = run(true), blas = run(false);
+      cpu::set_gemm_dnnl_allowed(true);
+      EXPECT_EQ(mismatches(c, dnnl, want), 0);
+      EXPECT_EQ(mismatches(c, blas, want), 0);
+      EXPECT_EQ(std::memcmp(dnnl.data<float>(), again.data<float>(), size_t(c.m * c.n) * 4), 0)
+          << "oneDNN's product differs between two runs";
+    }
+  }
+}
+
+TEST_F(GemmOnOneDnn, TurnedOffKeepsEveryProductOnOpenBlas) {
+  cpu::set_gemm_dnnl_allowed(false);
+  EXPECT_FALSE(cpu::use_onednn_sgemm(64, 512, 784, false, true));
+  EXPECT_TRUE(test::has(build_info(), "FREIGHT_GEMM_DNNL")) << build_info();
+  cpu::set_gemm_dnnl_allowed(true);
+  EXPECT_TRUE(cpu::use_onednn_sgemm(64, 512, 784, false, true));
+  EXPECT_FALSE(test::has(build_info(), "FREIGHT_GEMM_DNNL")) << build_info();
+}
+
+}  // namespace
+}  // namespace freight
