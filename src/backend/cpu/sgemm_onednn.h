@@ -1,11 +1,12 @@
 // oneDNN's sgemm beside OpenBLAS's (internal). Both run row-major float products on the same
 // OpenMP threads; which is faster depends on the shape and on the kernels OpenBLAS has, so every
-// float GEMM of the CPU backend goes through sgemm() below, which asks onednn_sgemm_faster().
+// float GEMM of the CPU backend goes through sgemm() (sgemm_call.h), which asks
+// use_onednn_sgemm() below.
 //
 // Measured on 2 cores of an AVX-512 Xeon (OpenBLAS 0.3.21 SkylakeX kernels, oneDNN 2.6.3), every
 // product of the zoo's linear and LSTM layers at batch 1, 64 and 256, forward, input gradient and
 // weight gradient, on 1 and 2 threads and as the pieces of sgemm_split.h (bench/gemm_libs.cpp
-// prints the table; docs/internals.md, "CPU GEMM libraries"):
+// prints the table; docs/internals.md, "CPU threads and floating point"):
 //   * oneDNN is faster on most: 1.1-1.5x on the middle shapes of mlp, fcn5 and the LSTMs, 1.5-2.5x
 //     on the skinny ones (an LSTM's 28-wide input projection and its gradient), 2-3x on a batch of
 //     one against a large matrix;
