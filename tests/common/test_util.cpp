@@ -45,6 +45,24 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+std::vector<double> gemm_reference(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha,
+                                   double beta, const Tensor& a, const Tensor& b,
+                                   const Tensor& c0) {
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c0.data<float>();
+  std::vector<double> out(size_t(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p)
+        s +=
+            double(ta ? pa[p * m + i] : pa[i * k + p]) * double(tb ? pb[j * k + p] : pb[p * n + j]);
+      out[size_t(i * n + j)] = alpha * s + (beta != 0 ? beta * double(pc[i * n + j]) : 0.0);
+    }
+  return out;
+}
+
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
                                      double atol) {
   if (!actual.defined() || !expected.defined())

@@ -29,6 +29,11 @@ double float64_error_bound(double tol, const Tensor& cpu_f32, const Tensor& cpu_
 // Largest |a − b| over elements, +inf on NaN.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
+// C = alpha·op(A)·op(B) + beta·C0 in float64 from the float32 operands, row-major [m, n]: the
+// reference of the CPU GEMM's tests (ta, tb: A is [k, m], B is [n, k]; beta = 0 ignores C0).
+std::vector<double> gemm_reference(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha,
+                                   double beta, const Tensor& a, const Tensor& b, const Tensor& c0);
+
 // Passes when shapes match and every element satisfies |a − b| <= atol + rtol·|b|.
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
                                      double atol);

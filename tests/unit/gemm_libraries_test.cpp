@@ -43,24 +43,6 @@ struct Case {
   double alpha, beta;
 };
 
-// C = alpha·op(A)·op(B) + beta·C in float64 from the float operands.
-std::vector<double> reference(const Case& c, const Tensor& a, const Tensor& b, const Tensor& c0) {
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  const float* pc = c0.data<float>();
-  std::vector<double> out(size_t(c.m * c.n));
-  for (int64_t i = 0; i < c.m; ++i)
-    for (int64_t j = 0; j < c.n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < c.k; ++p)
-        s += double(c.ta ? pa[p * c.m + i] : pa[i * c.k + p]) *
-             double(c.tb ? pb[j * c.k + p] : pb[p * c.n + j]);
-      out[size_t(i * c.n + j)] =
-          c.alpha * s + (c.beta != 0 ? c.beta * double(pc[i * c.n + j]) : 0.0);
-    }
-  return out;
-}
-
 // Elements of `got` off the reference by more than float32 sums of k unit-normal products allow
 // (about 2^-24·√k·|terms|).
 int64_t mismatches(const Case& c, const Tensor& got, const std::vector<double>& want) {
@@ -115,7 +97,8 @@ TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
       Tensor b = Tensor::normal(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 0, 1, DType::F32,
                                 Device::cpu(), &g);
       Tensor c0 = Tensor::normal({c.m, c.n}, 0, 1, DType::F32, Device::cpu(), &g);
-      const std::vector<double> want = reference(c, a, b, c0);
+      const std::vector<double> want =
+          test::gemm_reference(c.m, c.n, c.k, c.ta, c.tb, c.alpha, c.beta, a, b, c0);
       auto run = [&](bool onednn) {
         cpu::set_gemm_dnnl_allowed(onednn);
         Tensor out = c0.clone();

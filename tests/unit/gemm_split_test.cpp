@@ -43,23 +43,6 @@ struct Case {
   double beta;
 };
 
-// C = op(A)·op(B) + beta·C in float64 from the float operands.
-std::vector<double> reference(const Case& c, const Tensor& a, const Tensor& b, const Tensor& c0) {
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  const float* pc = c0.data<float>();
-  std::vector<double> out(size_t(c.m * c.n));
-  for (int64_t i = 0; i < c.m; ++i)
-    for (int64_t j = 0; j < c.n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < c.k; ++p)
-        s += double(c.ta ? pa[p * c.m + i] : pa[i * c.k + p]) *
-             double(c.tb ? pb[j * c.k + p] : pb[p * c.n + j]);
-      out[size_t(i * c.n + j)] = s + (c.beta != 0 ? c.beta * double(pc[i * c.n + j]) : 0.0);
-    }
-  return out;
-}
-
 TEST(SgemmSplit, CutProductsMatchAFloat64Reference) {
   const int saved = num_threads();
   set_num_threads(2);
@@ -84,7 +67,8 @@ TEST(SgemmSplit, CutProductsMatchAFloat64Reference) {
     if (c.beta == 0)  // poisoned: an element no piece writes stays NaN
       out.fill_(std::numeric_limits<double>::quiet_NaN());
     kernels::gemm(DeviceType::CPU, a, c.ta, b, c.tb, out, 1.0, c.beta);
-    const std::vector<double> want = reference(c, a, b, c0);
+    const std::vector<double> want =
+        test::gemm_reference(c.m, c.n, c.k, c.ta, c.tb, 1.0, c.beta, a, b, c0);
     const float* got = out.data<float>();
     // float32 sums of k products of unit normals: error about 2^-24·√k·|terms|.
     const double tol = 1e-5 * std::sqrt(double(c.k));
