@@ -6,7 +6,8 @@
 //                     [--break-check LIBRARY]
 //
 // Columns, each the median of repeated calls after a warm-up:
-//   freight         kernels::gemm as training calls it: Freight's split (sgemm_split.h) and, per
+//   freight         kernels::gemm as training calls it: Freight's split (sgemm_split.h), the
+//                   thread cap of the cached calibration (`freight devices --measure`) and, per
 //                   product or piece, the library the rule picks;
 //   openblas split  the same with oneDNN turned off (FREIGHT_GEMM_DNNL=0): what Freight ran
 //                   before oneDNN's sgemm;
@@ -36,6 +37,7 @@
 #include "backend/cpu/sgemm_onednn.h"
 #include "blis_dl.h"
 #include "freight/freight.h"
+#include "freight/parallel_thresholds.h"
 #include "freight/peaks.h"
 #include "ops/kernels/blas.h"
 
@@ -156,6 +158,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "freight_gemm_libs: this Freight was built without oneDNN\n");
     return 2;
   }
+  // The thread caps training runs under (the freight command applies the cached calibration
+  // the same way; without it the defaults would cap small products differently).
+  use_cached_parallel_thresholds();
   const freight_bench::Blis& blis = freight_bench::Blis::get();
   const int saved_threads = num_threads();
   const bool saved_allowed = cpu::gemm_dnnl_allowed();
