@@ -53,6 +53,14 @@ inline T select(bool c, T a, T b) {
   return std::bit_cast<T>(Bits((std::bit_cast<Bits>(a) & m) | (std::bit_cast<Bits>(b) & ~m)));
 }
 
+// The running maximum `best` and its index `at` after element v at index i, by replaces' rule,
+// without a branch.
+template <class T>
+inline void keep_max(T v, int32_t i, T& best, int32_t& at) {
+  const bool take = replaces(v, best);
+  at = select(take, i, at), best = select(take, v, best);
+}
+
 // With RELU the values are read through relu (v > 0 ? v : 0, so NaN reads as 0) and a window
 // whose maximum is 0 gets index −1: max_pool2d(relu(x)) in one pass, the ReLU's mask folded
 // into the indices.
@@ -191,12 +199,9 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
         T best = -std::numeric_limits<T>::infinity();
         int32_t at = first[j];
         const int32_t c = int32_t(j) * sw + o;
-        bool take = replaces(s0[j], best);
-        at = select(take, c, at), best = select(take, s0[j], best);
-        take = replaces(s1[j], best);
-        at = select(take, c + 1, at), best = select(take, s1[j], best);
-        take = replaces(s2[j], best);
-        at = select(take, c + 2, at), best = select(take, s2[j], best);
+        keep_max(s0[j], c, best, at);
+        keep_max(s1[j], c + 1, best, at);
+        keep_max(s2[j], c + 2, best, at);
         hr[j] = best, cr[j] = at;
       }
       continue;
@@ -207,10 +212,7 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
       const T* src = phases + s.tap_start[size_t(dc)];
       const int32_t off = int32_t(dc - g.pw);
       for (int64_t j = 0; j < g.ow; ++j) {
-        const T v = src[j];
-        const bool take = replaces(v, hr[j]);
-        cr[j] = select(take, int32_t(j) * sw + off, cr[j]);
-        hr[j] = select(take, v, hr[j]);
+        keep_max(src[j], int32_t(j) * sw + off, hr[j], cr[j]);
       }
     }
   }
@@ -234,12 +236,9 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
       for (int64_t j = 0; j < g.ow; ++j) {
         T best = -std::numeric_limits<T>::infinity();
         int32_t at = top + first[j];
-        bool take = replaces(rows[0][j], best);
-        at = select(take, starts[0] + cols[0][j], at), best = select(take, rows[0][j], best);
-        take = replaces(rows[1][j], best);
-        at = select(take, starts[1] + cols[1][j], at), best = select(take, rows[1][j], best);
-        take = replaces(rows[2][j], best);
-        at = select(take, starts[2] + cols[2][j], at), best = select(take, rows[2][j], best);
+        keep_max(rows[0][j], starts[0] + cols[0][j], best, at);
+        keep_max(rows[1][j], starts[1] + cols[1][j], best, at);
+        keep_max(rows[2][j], starts[2] + cols[2][j], best, at);
         if constexpr (RELU) at = best > T(0) ? at : -1;
         yr[j] = best, ir[j] = at;
       }
@@ -256,9 +255,7 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
       const int32_t* cr = s.hc.data() + r * g.ow;
       const int32_t row = int32_t(r * g.w);
       for (int64_t j = 0; j < g.ow; ++j) {
-        const bool take = replaces(hr[j], yr[j]);
-        ir[j] = select(take, row + cr[j], ir[j]);
-        yr[j] = select(take, hr[j], yr[j]);
+        keep_max(hr[j], row + cr[j], yr[j], ir[j]);
       }
     }
     if constexpr (RELU)
