@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -61,6 +62,16 @@ std::vector<double> gemm_reference(int64_t m, int64_t n, int64_t k, bool ta, boo
       out[size_t(i * n + j)] = alpha * s + (beta != 0 ? beta * double(pc[i * n + j]) : 0.0);
     }
   return out;
+}
+
+int64_t gemm_mismatches(int64_t k, double alpha, const Tensor& got,
+                        const std::vector<double>& want) {
+  const double tol = 1e-5 * std::sqrt(double(k)) * std::max(1.0, std::fabs(alpha));
+  const float* g = got.data<float>();
+  int64_t bad = 0;
+  for (size_t e = 0; e < want.size(); ++e)
+    if (!(std::fabs(double(g[e]) - want[e]) <= tol * (1 + std::fabs(want[e])))) ++bad;
+  return bad;
 }
 
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,

@@ -34,6 +34,11 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 std::vector<double> gemm_reference(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha,
                                    double beta, const Tensor& a, const Tensor& b, const Tensor& c0);
 
+// Elements of a float32 GEMM result `got` ([m, n]) off gemm_reference's `want` by more than
+// float32 sums of k unit-normal products allow: about 2^-24·√k·|terms|, times |alpha|.
+int64_t gemm_mismatches(int64_t k, double alpha, const Tensor& got,
+                        const std::vector<double>& want);
+
 // Passes when shapes match and every element satisfies |a − b| <= atol + rtol·|b|.
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
                                      double atol);

@@ -43,18 +43,6 @@ struct Case {
   double alpha, beta;
 };
 
-// Elements of `got` off the reference by more than float32 sums of k unit-normal products allow
-// (about 2^-24·√k·|terms|).
-int64_t mismatches(const Case& c, const Tensor& got, const std::vector<double>& want) {
-  const double tol = 1e-5 * std::sqrt(double(c.k)) * std::max(1.0, std::fabs(c.alpha));
-  const float* g = got.data<float>();
-  int64_t bad = 0;
-  for (int64_t e = 0; e < c.m * c.n; ++e)
-    if (!(std::fabs(double(g[e]) - want[size_t(e)]) <= tol * (1 + std::fabs(want[size_t(e)]))))
-      ++bad;
-  return bad;
-}
-
 // Restores the thread count and oneDNN's permission when a test ends.
 class GemmOnOneDnn : public ::testing::Test {
  protected:
@@ -109,8 +97,8 @@ TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
       };
       Tensor dnnl = run(true), again = run(true), blas = run(false);
       cpu::set_gemm_dnnl_allowed(true);
-      EXPECT_EQ(mismatches(c, dnnl, want), 0);
-      EXPECT_EQ(mismatches(c, blas, want), 0);
+      EXPECT_EQ(test::gemm_mismatches(c.k, c.alpha, dnnl, want), 0);
+      EXPECT_EQ(test::gemm_mismatches(c.k, c.alpha, blas, want), 0);
       EXPECT_EQ(std::memcmp(dnnl.data<float>(), again.data<float>(), size_t(c.m * c.n) * 4), 0)
           << "oneDNN's product differs between two runs";
     }

@@ -69,15 +69,9 @@ TEST(SgemmSplit, CutProductsMatchAFloat64Reference) {
     kernels::gemm(DeviceType::CPU, a, c.ta, b, c.tb, out, 1.0, c.beta);
     const std::vector<double> want =
         test::gemm_reference(c.m, c.n, c.k, c.ta, c.tb, 1.0, c.beta, a, b, c0);
-    const float* got = out.data<float>();
-    // float32 sums of k products of unit normals: error about 2^-24·√k·|terms|.
-    const double tol = 1e-5 * std::sqrt(double(c.k));
-    int64_t bad = 0;
-    for (int64_t e = 0; e < c.m * c.n; ++e)
-      if (!(std::fabs(double(got[e]) - want[size_t(e)]) <= tol * (1 + std::fabs(want[size_t(e)]))))
-        ++bad;
-    EXPECT_EQ(bad, 0) << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta << " tb " << c.tb
-                      << " beta " << c.beta;
+    EXPECT_EQ(test::gemm_mismatches(c.k, 1.0, out, want), 0)
+        << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta << " tb " << c.tb << " beta "
+        << c.beta;
   }
   set_num_threads(saved);
 }
