@@ -103,6 +103,13 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
   void SetUp() override {
     if (GetParam() == cpu::ConvEngine::Dnnl && !cpu::dnnl_conv_built())
       GTEST_SKIP() << cpu::dnnl_conv_version();
+    // Freight's tile engines are AVX-512 code: on a CPU without it (or under FREIGHT_CPU_ISA=avx2)
+    // forcing one is an error, which ConvEngineChoice checks.
+    const bool avx512_engine = GetParam() == cpu::ConvEngine::Panel ||
+                               GetParam() == cpu::ConvEngine::Implicit ||
+                               GetParam() == cpu::ConvEngine::Direct;
+    if (avx512_engine && !cpu::conv_has_avx512_engine())
+      GTEST_SKIP() << "the " << cpu_kernel_isa() << " CPU kernels have no AVX-512 engines";
     set_poison_allocations(true);
     cpu::set_conv_engine(GetParam());
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/conv_cpu.h"
 #include "common/test_util.h"
 #include "freight/freight.h"
 #include "freight/parallel_thresholds.h"
@@ -109,13 +110,16 @@ TEST_F(ParallelThresholdsTest, ConvolutionsAgreeSplitAndOnOneThread) {
         ConvResults one = conv_step(x, w, b, gy, {s, s});
         // Each output element of y and dx comes from one thread; dW and db add the threads'
         // partial sums in another order, except at batch 1, where the threads split the taps of
-        // dW (stride 1, the direct engine) and each sums all pixels.
+        // dW (stride 1, the direct engine) and each sums all pixels, and where oneDNN runs it.
+        // (Without either, on the avx2 kernels with FREIGHT_CONV_DNNL=0, im2col + BLAS adds
+        // per-thread partial sums at batch 1 too.)
         EXPECT_TRUE(same_bits(split.y, one.y));
         EXPECT_TRUE(same_bits(split.dx, one.dx));
-        if (n == 1 && s == 1 && o >= 16) {
+        const bool blas_dw = !cpu::conv_has_avx512_engine() && !cpu::conv_dnnl_allowed();
+        if (n == 1 && s == 1 && o >= 16 && !blas_dw) {
           EXPECT_TRUE(same_bits(split.dw, one.dw));
         }
-        EXPECT_TRUE(test::all_close(split.dw, one.dw, 1e-5, 1e-5));
+        EXPECT_TRUE(test::all_close(split.dw, one.dw, 1e-4, 1e-5));
         EXPECT_TRUE(test::all_close(split.db, one.db, 1e-5, 1e-5));
       }
 }

@@ -58,55 +58,107 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
 
 // Chunk by chunk: col [K, L] and (backward) dY [O, L] as plain rows; one GEMM per chunk. Inside
 // a parallel region OpenBLAS runs single-threaded, which is what each thread wants here.
+//
+// OpenBLAS's result for a column of C depends on the product's width and the column's place in
+// it (its kernels handle a remainder of columns differently; seen with the Zen kernels), so the
+// forward and the input gradient run the same GEMMs whatever the thread count: fixed chunks of
+// `group` whole images, or of one image's pixels where an image alone exceeds the budget, and
+// threads take whole chunks. The group is sized for the pool's thread count, not the pass's
+// (which follows the work, threads_for), so a pass gives the same bits split or on one thread.
+struct FixedChunks {
+  int64_t P, group, width;  // pixels per image, images per chunk, pixels per chunk at most
+};
+inline FixedChunks fixed_chunks(const Conv2dGeometry& g, int64_t rows, size_t elem) {
+  const int64_t P = g.oh * g.ow;
+  const int64_t L = chunk_pixels(rows, elem, 1, g.n * P);
+  if (P > L) return {P, 1, L};  // chunks of one image's pixels
+  const int64_t pool = omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
+  const int64_t group = std::clamp<int64_t>(L / P, 1, (g.n + pool - 1) / pool);
+  return {P, group, group * P};
+}
+// fn(thread, c0, c1) for each chunk [c0, c1) of the batch's n·P pixels, on `nt` threads.
+template <class Fn>
+void for_fixed_chunks(int nt, int64_t n, const FixedChunks& f, Fn&& fn) {
+  split_threads(nt, n * f.P, f.group * f.P, [&](int t, int64_t b, int64_t e) {
+    for (int64_t c0 = b; c0 < e;) {
+      const int64_t c1 = std::min({e, c0 + f.width, c0 / f.P * f.P + f.group * f.P});
+      fn(t, c0, c1);
+      c0 = c1;
+    }
+  });
+}
+
+// The threads and the per-thread buffer of a pass on the BLAS engine: the kernels and
+// conv2d_workspace_bytes read the same numbers.
+struct BlasWork {
+  FixedChunks f{};  // forward and input gradient
+  int64_t L = 0;    // pixels per chunk
+  int nt = 1;
+  int64_t per_thread = 0;  // elements
+};
+inline BlasWork blas_work(const Conv2dGeometry& g, int pass, size_t elem) {
+  const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+  const double macs = double(NP) * double(K * O);
+  BlasWork w;
+  if (pass < 2) {
+    w.f = fixed_chunks(g, K + O, elem);
+    w.L = w.f.width;
+    w.nt = threads_for(macs, (g.n + w.f.group - 1) / w.f.group);
+    w.per_thread = (K + O) * w.L;
+  } else {
+    w.nt = threads_for(macs, (NP + 15) / 16);
+    w.L = chunk_pixels(K + O, elem, 16, (NP + w.nt - 1) / w.nt);
+    w.per_thread = (K + O) * w.L + O * K + O;  // the chunk, then partial dW [O, K] and db [O]
+  }
+  return w;
+}
+
 template <class T>
 struct BlasEngine {
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
-    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O), (NP + 15) / 16);
-    const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
-    Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
-    split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
-      T* col = ptr<T>(ws) + t * (K + O) * L;
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const BlasWork bw = blas_work(g, 0, sizeof(T));
+    const int64_t L = bw.L;
+    Tensor ws = Tensor::empty({bw.nt * bw.per_thread}, dtype_of<T>());
+    for_fixed_chunks(bw.nt, g.n, bw.f, [&](int t, int64_t c0, int64_t c1) {
+      T* col = ptr<T>(ws) + t * bw.per_thread;
       T* out = col + K * L;
-      for (int64_t c0 = b; c0 < e; c0 += L) {
-        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
-        for (int64_t k = 0; k < K; ++k) patch_row(x, g, k, c0, c1, col + k * n);
-        blas_gemm(false, false, O, n, K, T(1), w, K, col, n, T(0), out, n);
-        for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
-          for (int64_t o = 0; o < O; ++o) {
-            const T* src = out + o * n + pos;
-            T* dst = y + (img * O + o) * P + p0;
-            const T bo = bias ? bias[o] : T(0);
-            for (int64_t j = 0; j < p1 - p0; ++j) dst[j] = src[j] + bo;
-          }
-        });
-      }
+      const int64_t n = c1 - c0;
+      for (int64_t k = 0; k < K; ++k) patch_row(x, g, k, c0, c1, col + k * n);
+      blas_gemm(false, false, O, n, K, T(1), w, K, col, n, T(0), out, n);
+      for_image_pieces(c0, c1, P, [&](int64_t img, int64_t p0, int64_t p1, int64_t pos) {
+        for (int64_t o = 0; o < O; ++o) {
+          const T* src = out + o * n + pos;
+          T* dst = y + (img * O + o) * P + p0;
+          const T bo = bias ? bias[o] : T(0);
+          for (int64_t j = 0; j < p1 - p0; ++j) dst[j] = src[j] + bo;
+        }
+      });
     });
   }
 
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O), g.n);
-    const int64_t L = chunk_pixels(K + O, sizeof(T), 1, (NP + nt - 1) / nt);
-    Tensor ws = Tensor::empty({nt * (K + O) * L}, dtype_of<T>());
-    split_threads(nt, NP, P, [&](int t, int64_t b, int64_t e) {  // whole images per thread
-      T* dcol = ptr<T>(ws) + t * (K + O) * L;
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
+    const BlasWork bw = blas_work(g, 1, sizeof(T));
+    const int64_t L = bw.L, image = g.c * g.h * g.w;
+    Tensor ws = Tensor::empty({bw.nt * bw.per_thread}, dtype_of<T>());
+    for_fixed_chunks(bw.nt, g.n, bw.f, [&](int t, int64_t c0, int64_t c1) {
+      T* dcol = ptr<T>(ws) + t * bw.per_thread;
       T* dyc = dcol + K * L;
-      std::fill(dx + b / P * g.c * g.h * g.w, dx + e / P * g.c * g.h * g.w, T(0));
-      for (int64_t c0 = b; c0 < e; c0 += L) {
-        const int64_t c1 = std::min(e, c0 + L), n = c1 - c0;
-        for (int64_t o = 0; o < O; ++o) grad_row(gy, g, o, c0, c1, dyc + o * n);
-        blas_gemm(true, false, K, n, O, T(1), w, K, dyc, n, T(0), dcol, n);
-        for (int64_t k = 0; k < K; ++k) scatter_row(dcol + k * n, g, k, c0, c1, dx);
-      }
+      const int64_t n = c1 - c0;
+      // Zero the images that start in this chunk (each chunk's thread owns its whole images).
+      std::fill(dx + (c0 + P - 1) / P * image, dx + (c1 + P - 1) / P * image, T(0));
+      for (int64_t o = 0; o < O; ++o) grad_row(gy, g, o, c0, c1, dyc + o * n);
+      blas_gemm(true, false, K, n, O, T(1), w, K, dyc, n, T(0), dcol, n);
+      for (int64_t k = 0; k < K; ++k) scatter_row(dcol + k * n, g, k, c0, c1, dx);
     });
   }
 
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O), (NP + 15) / 16);
-    const int64_t L = chunk_pixels(K + O, sizeof(T), 16, (NP + nt - 1) / nt);
-    const int64_t per_thread = (K + O) * L + O * K + O;
+    const BlasWork bw = blas_work(g, 2, sizeof(T));
+    const int nt = bw.nt;
+    const int64_t L = bw.L, per_thread = bw.per_thread;
     Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
     split_threads(nt, NP, 16, [&](int t, int64_t b, int64_t e) {
       T* col = ptr<T>(ws) + t * per_thread;

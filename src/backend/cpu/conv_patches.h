@@ -180,10 +180,22 @@ inline int64_t chunk_pixels(int64_t rows, size_t elem, int64_t align, int64_t ra
 }
 
 // Runs fn(thread, begin, end) on `nt` threads over [0, n) split into contiguous ranges whose
-// boundaries are multiples of `unit` (except the end).
+// boundaries are multiples of `unit` (except the end). On one thread the library calls inside
+// fn (OpenBLAS) run on one thread too, as they do on each thread of a parallel region: the pass
+// was judged not worth splitting, and a library that split it its own way would give other bits
+// than the same calls split by pieces (OpenBLAS cuts a product's columns between its threads,
+// and its result for a column depends on where the cut falls).
 template <class Fn>
 void split_threads(int nt, int64_t n, int64_t unit, Fn&& fn) {
   if (nt <= 1) {
+    const int saved = omp_in_parallel() ? 0 : omp_get_max_threads();
+    if (saved > 1) omp_set_num_threads(1);
+    struct Restore {
+      int n;
+      ~Restore() {
+        if (n > 1) omp_set_num_threads(n);
+      }
+    } restore{saved};
     fn(0, int64_t(0), n);
     return;
   }
