@@ -39,6 +39,8 @@ struct LayerCost {
   const void* tag = nullptr;  // the module (its LayerScope tag)
   bool container = false;     // a module with children (its own cost excludes theirs)
   bool fused = false;         // runs inside a neighbouring layer (nn::fused_pair): no cost
+  bool input_grad = true;     // its input needs a gradient (false for the data and what follows
+                              // it up to the first weights: autograd computes no dX there)
   Shape input, output;
   int64_t params = 0;  // own parameters (not the children's)
   double fwd_flops = 0, bwd_flops = 0;

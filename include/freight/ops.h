@@ -70,6 +70,12 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 // x [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1});
+// The most bytes any of conv2d's passes (forward, input gradient where `input_grad`, weight
+// gradient) takes from `device`'s allocator while it runs, beyond its operands and result
+// (unrolled chunks, blocked copies, a library's scratch), for an input of shape x and a weight
+// of shape weight; 0 where that device's kernels do not say. For memory planning (freight plan).
+int64_t conv2d_workspace_bytes(const Shape& x, const Shape& weight, Pair stride, Pair padding,
+                               Pair dilation, DType dtype, Device device, bool input_grad = true);
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 // max_pool2d(relu(x)) in one pass each way, bit-identical to the pair: what nn::Sequential runs
 // for a ReLU followed by a MaxPool2d.

@@ -87,6 +87,12 @@ double Conv2d::flops(const Shape& in) const {
          double(kernel_.h) * double(kernel_.w);
 }
 
+int64_t Conv2d::workspace_bytes(const Shape& in, Device device, bool input_grad) const {
+  output_shape(in);  // checks with this layer's name
+  return conv2d_workspace_bytes(in, weight_.shape(), pair(stride_), pair(padding_),
+                                pair(dilation_), weight_.dtype(), device, input_grad);
+}
+
 Tensor Conv2d::forward(const Tensor& x) {
   output_shape(x.shape());  // checks with this layer's name
   return conv2d(x, weight_, bias_, pair(stride_), pair(padding_), pair(dilation_));

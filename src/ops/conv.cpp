@@ -6,6 +6,8 @@
 //   ∂L/∂w = Σ_n correlation of gy[n] with x[n],   ∂L/∂b = Σ_{n, i, j} gy.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/autograd_node.h"
 #include "freight/error.h"
 #include "freight/ops.h"
@@ -21,33 +23,27 @@ std::string pair_str(Pair p) {
   return fmt::format("({}, {})", p[0], p[1]);
 }
 
-Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride,
-                             Pair padding, Pair dilation) {
-  const char* op = "conv2d";
-  FREIGHT_CHECK(x.dim() == 4, fmt::format("conv2d: input must be 4-D [N, C, H, W], got {}",
-                                          shape_str(x.shape())));
-  FREIGHT_CHECK(weight.dim() == 4, fmt::format("conv2d: weight must be 4-D [O, C, kh, kw], got {}",
-                                               shape_str(weight.shape())));
-  FREIGHT_CHECK(
-      x.size(1) == weight.size(1),
-      fmt::format("conv2d: input {} has {} channels but weight {} expects {} (weight is "
-                  "[out_channels, in_channels, kh, kw])",
-                  shape_str(x.shape()), x.size(1), shape_str(weight.shape()), weight.size(1)));
-  if (bias.defined()) {
-    check_same_device_dtype(x, bias, op);
-    FREIGHT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0),
-                  fmt::format("conv2d: bias {} does not match weight {} (expected [{}])",
-                              shape_str(bias.shape()), shape_str(weight.shape()), weight.size(0)));
-  }
+// The geometry from the shapes, with the shape checks (the input's and weight's ranks and
+// channels, stride, dilation, padding, the kernel fitting the padded input).
+Conv2dGeometry conv_geometry(const Shape& x, const Shape& weight, Pair stride, Pair padding,
+                             Pair dilation) {
+  FREIGHT_CHECK(x.size() == 4,
+                fmt::format("conv2d: input must be 4-D [N, C, H, W], got {}", shape_str(x)));
+  FREIGHT_CHECK(weight.size() == 4, fmt::format("conv2d: weight must be 4-D [O, C, kh, kw], got {}",
+                                                shape_str(weight)));
+  FREIGHT_CHECK(x[1] == weight[1],
+                fmt::format("conv2d: input {} has {} channels but weight {} expects {} (weight is "
+                            "[out_channels, in_channels, kh, kw])",
+                            shape_str(x), x[1], shape_str(weight), weight[1]));
   FREIGHT_CHECK(stride[0] >= 1 && stride[1] >= 1 && dilation[0] >= 1 && dilation[1] >= 1 &&
                     padding[0] >= 0 && padding[1] >= 0,
                 fmt::format("conv2d: stride {} and dilation {} must be >= 1 and padding {} >= 0",
                             pair_str(stride), pair_str(dilation), pair_str(padding)));
-  FREIGHT_CHECK(weight.size(2) >= 1 && weight.size(3) >= 1,
-                fmt::format("conv2d: empty kernel in weight {}", shape_str(weight.shape())));
+  FREIGHT_CHECK(weight[2] >= 1 && weight[3] >= 1,
+                fmt::format("conv2d: empty kernel in weight {}", shape_str(weight)));
   Conv2dGeometry g;
-  g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
-  g.o = weight.size(0), g.kh = weight.size(2), g.kw = weight.size(3);
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.o = weight[0], g.kh = weight[2], g.kw = weight[3];
   g.sh = stride[0], g.sw = stride[1], g.ph = padding[0], g.pw = padding[1];
   g.dh = dilation[0], g.dw = dilation[1];
   // Extent of the dilated kernel; it must fit in the padded input at least once.
@@ -56,13 +52,37 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Tensor
                 fmt::format("conv2d: kernel {}x{} (dilation {}, extent {}x{}) is larger than the "
                             "padded input {}x{} (input {}, padding {})",
                             g.kh, g.kw, pair_str(dilation), eh, ew, g.h + 2 * g.ph, g.w + 2 * g.pw,
-                            shape_str(x.shape()), pair_str(padding)));
+                            shape_str(x), pair_str(padding)));
   g.oh = (g.h + 2 * g.ph - eh) / g.sh + 1;
   g.ow = (g.w + 2 * g.pw - ew) / g.sw + 1;
   return g;
 }
 
+Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride,
+                             Pair padding, Pair dilation) {
+  Conv2dGeometry g = conv_geometry(x.shape(), weight.shape(), stride, padding, dilation);
+  if (bias.defined()) {
+    check_same_device_dtype(x, bias, "conv2d");
+    FREIGHT_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0),
+                  fmt::format("conv2d: bias {} does not match weight {} (expected [{}])",
+                              shape_str(bias.shape()), shape_str(weight.shape()), weight.size(0)));
+  }
+  return g;
+}
+
 }  // namespace
+
+int64_t conv2d_workspace_bytes(const Shape& x, const Shape& weight, Pair stride, Pair padding,
+                               Pair dilation, DType dtype, Device device, bool input_grad) {
+  const Conv2dGeometry g = conv_geometry(x, weight, stride, padding, dilation);
+  if (g.n * g.o * g.oh * g.ow == 0 || g.c == 0) return 0;  // no pass runs a kernel
+  const auto& slot = kernels::conv2d_workspace_bytes;
+  if (!slot.has(device.type)) return 0;
+  int64_t most = 0;
+  for (int pass = 0; pass < 3; ++pass)
+    if (pass != 1 || input_grad) most = std::max(most, slot(device.type, g, pass, dtype));
+  return most;
+}
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
               Pair dilation) {

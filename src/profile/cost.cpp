@@ -138,6 +138,7 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
   c.type = m.type_name();
   c.kernel = c.type;
   c.tag = &m;
+  c.input_grad = grad_in;
   c.input = in;
   c.output = m.output_shape(in);
   c.params = own_params(m);

@@ -72,8 +72,10 @@ bool is_view(const LayerCost& c) {
 // backward: the largest of a layer's output gradient and input gradient together, over the
 // layers that run a backward of their own (not views, not a ReLU fused into a neighbour). Leaves
 // are taken in forward order, so in a residual block the shortcut is approximated as the body's
-// next layer.
-double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes) {
+// next layer. A layer whose kernels on `device` take a workspace while a pass runs (a
+// convolution's unrolled chunks, oneDNN's blocked copies: nn::Module::workspace_bytes) holds it
+// beside that layer's gradients.
+double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes, Device device) {
   std::vector<const LayerCost*> leaves;
   for (const LayerCost& c : layers)
     if (!(c.container && c.fwd_flops == 0)) leaves.push_back(&c);
@@ -81,8 +83,12 @@ double activation_bytes(const std::vector<LayerCost>& layers, double batch_bytes
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LayerCost& c = *leaves[i];
     double out = kF32 * double(shape_numel(c.output));
-    if (!is_view(c) && !c.fused)
-      in_flight = std::max(in_flight, out + kF32 * double(shape_numel(c.input)));
+    if (!is_view(c) && !c.fused) {
+      const auto* module = static_cast<const nn::Module*>(c.tag);
+      const double workspace =
+          module ? double(module->workspace_bytes(c.input, device, c.input_grad)) : 0.0;
+      in_flight = std::max(in_flight, out + kF32 * double(shape_numel(c.input)) + workspace);
+    }
     size_t j = i + 1;
     while (j < leaves.size() && is_view(*leaves[j])) ++j;
     const bool last = j == leaves.size();  // the logits: read by the loss
@@ -193,7 +199,7 @@ DevicePlan plan_device(const PlanResult& shape, const std::vector<LayerCost>& la
   d.optimizer_bytes = shape.optimizer == "adam" || shape.optimizer == "adamw" ? 2 * params
                       : optimizer.fwd_bytes > 3.0 * params                    ? params
                                                                               : 0;
-  d.activation_bytes = activation_bytes(layers, batch_bytes) / gpus;
+  d.activation_bytes = activation_bytes(layers, batch_bytes, p.device) / gpus;
   d.total_bytes = d.params_bytes + d.grads_bytes + d.optimizer_bytes + d.activation_bytes;
   return d;
 }

@@ -53,6 +53,7 @@ class Conv2d : public Module {
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // 2·O·OH·OW·C·kh·kw per image
+  int64_t workspace_bytes(const Shape& in, Device device, bool input_grad) const override;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 

@@ -58,6 +58,13 @@ class Module {
   // that touch more (LSTM gates) or less (an embedding's looked-up rows) say so. Containers sum
   // their children. A lower bound that ignores cache reuse, for roofline estimates.
   virtual double bytes(const Shape& in) const;
+  // Bytes its kernels on `device` take from the allocator while one of its passes runs, beyond
+  // the tensors it reads and writes (a convolution's unrolled chunks or blocked copies), for an
+  // input of shape `in` (`input_grad`: whether the backward computes the input's gradient): 0
+  // by default and for containers (each child answers for itself).
+  virtual int64_t workspace_bytes(const Shape& in, Device device, bool input_grad) const {
+    return 0;
+  }
 
   // ---- parameters, buffers, children ----
   NamedTensors named_parameters() const;  // recursive, "0.weight", ...; the live handles

@@ -428,6 +428,27 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
                     [&](auto tag) { backward_weight_typed<decltype(tag)>(gy, x, g, gw, gb); });
 }
 
+// conv2d_workspace_bytes: what a pass takes from the allocator beyond its operands. oneDNN's
+// arena where it runs (its blocked copies and scratchpad, from the primitive the pass will use);
+// the BLAS engine's chunks, from the numbers its kernels use; for the AVX-512 tile engines an
+// estimate from their per-thread budgets (a chunk of unrolled operands, two padded images and a
+// packed weight per thread, and one packed weight for the pass).
+int64_t workspace_bytes_cpu(const Conv2dGeometry& g, int pass, DType dtype) {
+  const int64_t elem = int64_t(dtype_size(dtype));
+  if (dtype == DType::F32 && use_dnnl(g, pass)) {
+    const int64_t arena = dnnl_conv_arena_bytes(g, pass, dnnl_threads(g));
+    if (arena >= 0) return arena;
+  }
+  if (pick(g, pass) == ConvEngine::Blas) {
+    const BlasWork bw = blas_work(g, pass, size_t(elem));
+    return bw.nt * bw.per_thread * elem;
+  }
+  const int64_t K = g.c * g.kh * g.kw, weight = g.o * K * elem;
+  const int64_t padded = g.c * (g.h + 2 * g.ph) * (g.w + 2 * g.pw) * elem;
+  const int nt = threads_for(double(g.n * g.oh * g.ow) * double(K * g.o), g.n);
+  return nt * (kChunkBytes + 2 * padded + weight) + weight;
+}
+
 bool avx512_engines_built() {
 #if defined(__AVX512F__)
   return true;
@@ -443,5 +464,6 @@ FREIGHT_REGISTER_KERNEL(conv_avx512_engines_built, CPU, avx512_engines_built);
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_forward, CPU, forward_cpu);
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_input, CPU, backward_input_cpu);
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_weight, CPU, backward_weight_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::conv2d_workspace_bytes, CPU, workspace_bytes_cpu);
 
 }  // namespace freight::cpu

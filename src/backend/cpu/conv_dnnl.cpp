@@ -200,21 +200,21 @@ std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, const 
 
 void execute(State& s, Pass& p, const std::vector<std::pair<int, const float*>>& user);
 
-// Runs one pass: `user` holds the user's pointer of each operand, by DNNL_ARG_*.
-bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
-         const std::vector<std::pair<int, const float*>>& user) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+// oneDNN picks its blocking (and its OpenMP team) by omp_get_max_threads(), at creation and at
+// each run; the calling thread's setting is put back afterwards.
+struct ThreadsFor {
+  int saved = omp_get_max_threads();
+  explicit ThreadsFor(int threads) { omp_set_num_threads(threads); }
+  ~ThreadsFor() { omp_set_num_threads(saved); }
+  ThreadsFor(const ThreadsFor&) = delete;
+  ThreadsFor& operator=(const ThreadsFor&) = delete;
+};
+
+// The cached pass, built on first use; null when oneDNN refuses the geometry. The caller holds
+// the mutex and has set the thread count.
+Pass* find_or_build(State& s, const Conv2dGeometry& g, int pass, bool bias, int threads) {
   const Key key{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.oh,    g.ow,
                 g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, pass, threads, int64_t(bias)};
-  // oneDNN picks its blocking (and its OpenMP team) by omp_get_max_threads(), at creation and at
-  // each run; the calling thread's setting is put back afterwards.
-  const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{saved_threads};
   auto it = s.passes.find(key);
   if (it == s.passes.end()) {
     std::unique_ptr<Pass> built;
@@ -228,9 +228,19 @@ bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
     if (s.passes.size() >= kMaxCachedPasses) s.passes.clear();
     it = s.passes.emplace(key, std::move(built)).first;
   }
-  if (!it->second) return false;
+  return it->second.get();
+}
+
+// Runs one pass: `user` holds the user's pointer of each operand, by DNNL_ARG_*.
+bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
+         const std::vector<std::pair<int, const float*>>& user) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const ThreadsFor team(threads);
+  Pass* p = find_or_build(s, g, pass, bias, threads);
+  if (!p) return false;
   try {
-    execute(s, *it->second, user);
+    execute(s, *p, user);
   } catch (const dnnl::error& e) {
     throw Error(fmt::format(
         "conv2d {} on oneDNN failed: {} (status {}); input [{}, {}, {}, {}], weight [{}, {}, {}, "
@@ -298,6 +308,13 @@ bool dnnl_conv_backward_weight(const float* gy, const float* x, const Conv2dGeom
               {DNNL_ARG_DIFF_WEIGHTS, dw},
               {DNNL_ARG_DIFF_BIAS, db}});
 }
+int64_t dnnl_conv_arena_bytes(const Conv2dGeometry& g, int pass, int threads) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const ThreadsFor team(threads);
+  const Pass* p = find_or_build(s, g, pass, pass != 1, threads);
+  return p ? int64_t(p->bytes) : -1;
+}
 
 #else  // no oneDNN in this build: nothing picks the engine (see conv_cpu.cpp)
 
@@ -317,6 +334,9 @@ bool dnnl_conv_backward_input(const float*, const float*, const Conv2dGeometry&,
 bool dnnl_conv_backward_weight(const float*, const float*, const Conv2dGeometry&, float*, float*,
                                int) {
   return false;
+}
+int64_t dnnl_conv_arena_bytes(const Conv2dGeometry&, int, int) {
+  return -1;
 }
 #endif
 

@@ -4,6 +4,7 @@
 // convolution (conv_cpu.cpp), which picks it per pass. Built where CMake finds oneDNN 2.x
 // (Debian's libdnnl-dev); elsewhere dnnl_conv_built() is false and nothing picks it.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "ops/kernels/conv.h"
@@ -23,5 +24,9 @@ bool dnnl_conv_backward_input(const float* gy, const float* w, const Conv2dGeome
                               int threads);
 bool dnnl_conv_backward_weight(const float* gy, const float* x, const Conv2dGeometry& g, float* dw,
                                float* db, int threads);
+// The bytes a pass takes from Freight's allocator while it runs (its blocked copies and
+// oneDNN's scratchpad), building and caching its primitive as a run would (with a bias, as a
+// layer has); -1 when oneDNN refuses the geometry or is not built.
+int64_t dnnl_conv_arena_bytes(const Conv2dGeometry& g, int pass, int threads);
 
 }  // namespace freight::cpu

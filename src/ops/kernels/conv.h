@@ -29,5 +29,10 @@ FREIGHT_KERNEL(conv2d_backward_input,
 FREIGHT_KERNEL(conv2d_backward_weight,
                void(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g, Tensor& gweight,
                     Tensor& gbias));
+// Bytes a pass (0 forward, 1 input gradient, 2 weight gradient) of a layer with a bias takes
+// from the device's allocator while it runs, beyond its operands and result: unrolled chunks,
+// blocked copies, a library's scratch. For the planner's memory estimate (profile/plan.cpp).
+FREIGHT_KERNEL(conv2d_workspace_bytes,
+               int64_t(const Conv2dGeometry& g, int pass, DType dtype));
 }  // namespace kernels
 }  // namespace freight
