@@ -20,21 +20,46 @@ namespace {
 
 using cpu::onednn_sgemm_faster;
 
+// The rule on the shapes of a step (B's row stride ldb is its width: n untransposed, k
+// transposed), with each library's AVX-512 kernels (the Xeon it was measured on) and with
+// neither (an AVX2 machine).
+constexpr cpu::GemmKernels kXeon{true, true}, kAvx2{false, false};
+bool faster(int64_t m, int64_t n, int64_t k, bool ta, bool tb, cpu::GemmKernels kernels) {
+  return onednn_sgemm_faster(m, n, k, ta, tb, tb ? k : n, kernels);
+}
+
 TEST(GemmLibraries, RulePicksOneDnnForTheMiddleShapesOfAStep) {
   // mlp and fcn5 at batch 64 and 256: forward (NT), input gradient (NN), weight gradient (TN).
-  EXPECT_TRUE(onednn_sgemm_faster(64, 512, 784, false, true, true));
-  EXPECT_TRUE(onednn_sgemm_faster(64, 784, 512, false, false, true));
-  EXPECT_TRUE(onednn_sgemm_faster(512, 784, 64, true, false, true));
-  EXPECT_TRUE(onednn_sgemm_faster(4096, 2048, 256, true, false, true));
+  EXPECT_TRUE(faster(64, 512, 784, false, true, kXeon));
+  EXPECT_TRUE(faster(64, 784, 512, false, false, kXeon));
+  EXPECT_TRUE(faster(512, 784, 64, true, false, kXeon));
+  EXPECT_TRUE(faster(4096, 2048, 256, true, false, kXeon));
   // A batch of one against a large matrix.
-  EXPECT_TRUE(onednn_sgemm_faster(1, 4096, 2048, false, true, true));
+  EXPECT_TRUE(faster(1, 4096, 2048, false, true, kXeon));
   // Tiny products stay on OpenBLAS's AVX-512 kernels, not on its Haswell ones.
-  EXPECT_FALSE(onednn_sgemm_faster(64, 10, 256, false, true, true));
-  EXPECT_TRUE(onednn_sgemm_faster(64, 10, 256, false, true, false));
+  EXPECT_FALSE(faster(64, 10, 256, false, true, kXeon));
+  EXPECT_TRUE(faster(64, 10, 256, false, true, kAvx2));
   // Weight gradients summed over 2048 rows or more stay on OpenBLAS.
-  EXPECT_FALSE(onednn_sgemm_faster(1024, 256, 2048, true, false, true));
-  EXPECT_FALSE(onednn_sgemm_faster(10000, 256, 8192, true, false, false));
-  EXPECT_TRUE(onednn_sgemm_faster(512, 156, 1792, true, false, true));
+  EXPECT_FALSE(faster(1024, 256, 2048, true, false, kXeon));
+  EXPECT_FALSE(faster(10000, 256, 8192, true, false, kAvx2));
+  EXPECT_TRUE(faster(512, 156, 1792, true, false, kXeon));
+}
+
+TEST(GemmLibraries, RuleKeepsAliasingRowStridesOffOneDnnsAvx2Sgemm) {
+  // fcn5's dX = dY·W through its 2048- and 4096-wide inputs, mnist-cnn's 9216, mlp's 512: an
+  // untransposed B whose rows are a multiple of 2 KiB apart.
+  for (int64_t n : {512, 2048, 4096, 9216}) {
+    EXPECT_FALSE(faster(64, n, 1024, false, false, kAvx2)) << n;
+    EXPECT_FALSE(faster(256, n, 64, true, false, kAvx2)) << n;  // a weight gradient's TN
+    EXPECT_TRUE(faster(64, n, 1024, false, false, kXeon)) << n;
+  }
+  // Other widths, and a transposed B (the forward's NT) whatever its stride, stay on oneDNN.
+  EXPECT_TRUE(faster(64, 784, 512, false, false, kAvx2));
+  EXPECT_TRUE(faster(64, 256, 512, false, false, kAvx2));
+  EXPECT_TRUE(faster(64, 4096, 2048, false, true, kAvx2));
+  // A padded stride is what counts, not the width.
+  EXPECT_TRUE(onednn_sgemm_faster(64, 4096, 1024, false, false, 4104, kAvx2));
+  EXPECT_FALSE(onednn_sgemm_faster(64, 1000, 1024, false, false, 1024, kAvx2));
 }
 
 struct Case {
@@ -78,7 +103,7 @@ TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
       SCOPED_TRACE(testing::Message()
                    << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta << " tb " << c.tb
                    << " alpha " << c.alpha << " beta " << c.beta << ", " << threads << " threads");
-      ASSERT_TRUE(cpu::use_onednn_sgemm(c.m, c.n, c.k, c.ta, c.tb))
+      ASSERT_TRUE(cpu::use_onednn_sgemm(c.m, c.n, c.k, c.ta, c.tb, c.tb ? c.k : c.n))
           << "no longer routed to oneDNN: pick a shape that is";
       Tensor a = Tensor::normal(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, 0, 1, DType::F32,
                                 Device::cpu(), &g);
@@ -107,10 +132,10 @@ TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
 
 TEST_F(GemmOnOneDnn, TurnedOffKeepsEveryProductOnOpenBlas) {
   cpu::set_gemm_dnnl_allowed(false);
-  EXPECT_FALSE(cpu::use_onednn_sgemm(64, 512, 784, false, true));
+  EXPECT_FALSE(cpu::use_onednn_sgemm(64, 512, 784, false, true, 784));
   EXPECT_TRUE(test::has(build_info(), "FREIGHT_GEMM_DNNL")) << build_info();
   cpu::set_gemm_dnnl_allowed(true);
-  EXPECT_TRUE(cpu::use_onednn_sgemm(64, 512, 784, false, true));
+  EXPECT_TRUE(cpu::use_onednn_sgemm(64, 512, 784, false, true, 784));
   EXPECT_FALSE(test::has(build_info(), "FREIGHT_GEMM_DNNL")) << build_info();
 }
 

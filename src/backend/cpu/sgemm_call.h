@@ -13,7 +13,7 @@ namespace freight::cpu {
 
 inline void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (use_onednn_sgemm(m, n, k, ta, tb)) {
+  if (use_onednn_sgemm(m, n, k, ta, tb, ldb)) {
     onednn_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

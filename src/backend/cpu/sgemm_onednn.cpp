@@ -27,15 +27,22 @@ bool allowed_at_start() {
 }
 std::atomic<bool> g_allowed{allowed_at_start()};
 
-bool openblas_avx512_kernels() {
-  static const bool avx512 = [] {
-    const std::string core = openblas_get_corename();
-    return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-  }();
-  return avx512;
-}
-
 }  // namespace
+
+GemmKernels gemm_kernels() {
+  static const GemmKernels kernels = [] {
+    GemmKernels g;
+    const std::string core = openblas_get_corename();
+    g.openblas_avx512 = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+#if FREIGHT_HAVE_DNNL
+    // oneDNN's ISA levels are bit sets: each AVX-512 level contains avx512_core's bits.
+    const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
+    g.onednn_avx512 = (isa & unsigned(dnnl_cpu_isa_avx512_core)) == unsigned(dnnl_cpu_isa_avx512_core);
+#endif
+    return g;
+  }();
+  return kernels;
+}
 
 bool gemm_dnnl_allowed() {
   return onednn_sgemm_built() && g_allowed.load(std::memory_order_relaxed);
@@ -43,8 +50,8 @@ bool gemm_dnnl_allowed() {
 void set_gemm_dnnl_allowed(bool allowed) {
   g_allowed = allowed;
 }
-bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
-  return gemm_dnnl_allowed() && onednn_sgemm_faster(m, n, k, ta, tb, openblas_avx512_kernels());
+bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb) {
+  return gemm_dnnl_allowed() && onednn_sgemm_faster(m, n, k, ta, tb, ldb, gemm_kernels());
 }
 
 #if FREIGHT_HAVE_DNNL

@@ -16,6 +16,14 @@
 //   * With OpenBLAS's Haswell kernels (an avx2 machine; measured with OPENBLAS_CORETYPE=Haswell
 //     ONEDNN_MAX_CPU_ISA=AVX2), oneDNN wins small products by 2-13x too; deep weight gradients
 //     still go to OpenBLAS (0.88-0.93x).
+//   * On a CPU without AVX-512 (measured on 2 cores of a Zen 3 EPYC, OpenBLAS Zen kernels),
+//     oneDNN's AVX2 sgemm reads an untransposed B in place, row after row at stride ldb: with ldb
+//     a multiple of 512 floats (2 KiB) those rows map onto the same L1 sets and evict each other,
+//     and the product runs at half speed (64x4096x1024 NN, one thread: 40 GF/s at ldb 4096, 92
+//     at ldb 4104; NN and TN alike, any lda; NT and TT unaffected). A weight whose input width is
+//     such a multiple (fcn5's 2048 and 4096, mlp's 512, mnist-cnn's 9216) meets it in every dX =
+//     dY·W, and a weight gradient in its dW = dYᵀ·X; OpenBLAS, which packs B first, runs them at
+//     full speed, so they go to it.
 // oneDNN's sgemm is deterministic for a given thread count, like OpenBLAS's.
 #pragma once
 #include <cstdint>
@@ -23,12 +31,21 @@
 
 namespace freight::cpu {
 
+// The kernels each library runs on this machine.
+struct GemmKernels {
+  bool openblas_avx512 = false;  // OpenBLAS's AVX-512 kernels (SkylakeX, Cooperlake,
+                                 // SapphireRapids), whose small products cost less than its
+                                 // Haswell kernels' and oneDNN's
+  bool onednn_avx512 = false;    // oneDNN's AVX-512 sgemm (else its AVX2 one)
+};
+
 // Whether oneDNN's sgemm is expected to beat OpenBLAS's on C[m×n] = op(A)[m×k]·op(B)[k×n]
-// (ta, tb: A, B transposed). avx512: OpenBLAS runs its AVX-512 kernels (SkylakeX, Cooperlake,
-// SapphireRapids), whose small products cost less than its Haswell kernels' and oneDNN's.
-inline bool onednn_sgemm_faster(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool avx512) {
+// (ta, tb: A, B transposed; ldb: B's row stride).
+inline bool onednn_sgemm_faster(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb,
+                                GemmKernels kernels) {
   if (ta && !tb && k >= 2048) return false;  // a deep weight gradient
-  if (avx512 && m * n * k < (int64_t(1) << 18)) return false;
+  if (kernels.openblas_avx512 && m * n * k < (int64_t(1) << 18)) return false;
+  if (!kernels.onednn_avx512 && !tb && ldb % 512 == 0) return false;  // B's rows alias in L1
   return true;
 }
 
@@ -38,9 +55,11 @@ bool onednn_sgemm_built();
 // set_gemm_dnnl_allowed(false).
 bool gemm_dnnl_allowed();
 void set_gemm_dnnl_allowed(bool allowed);
+// The kernels OpenBLAS and oneDNN picked on this machine.
+GemmKernels gemm_kernels();
 // Whether a float product of this shape runs on oneDNN: allowed, and onednn_sgemm_faster() with
-// the kernels OpenBLAS picked on this machine.
-bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb);
+// this machine's gemm_kernels().
+bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb);
 
 // Row-major C = alpha·op(A)·op(B) + beta·C on oneDNN, on as many OpenMP threads as
 // omp_get_max_threads() (one inside a parallel region). Throws freight::Error naming the shape
