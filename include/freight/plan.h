@@ -83,7 +83,9 @@ struct DevicePlan {
   double compute_s = 0, memory_s = 0, overhead_s = 0, transfer_s = 0, sync_s = 0;
   double step_s = 0, epoch_s = 0, total_s = 0;
   std::string dominant;  // "compute", "memory", "overhead" or "transfer"
-  // Memory, bytes.
+  // Memory, bytes. activation_bytes: what the forward keeps for the backward, and the largest
+  // layer's gradients in flight with its kernels' workspace on this device (a convolution's
+  // unrolled chunks or oneDNN's blocked copies: nn::Module::workspace_bytes).
   double params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, activation_bytes = 0;
   double total_bytes = 0, available_bytes = 0;
   bool fits = true;

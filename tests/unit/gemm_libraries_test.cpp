@@ -50,8 +50,13 @@ TEST(GemmLibraries, RuleKeepsAliasingRowStridesOffOneDnnsAvx2Sgemm) {
   // untransposed B whose rows are a multiple of 2 KiB apart.
   for (int64_t n : {512, 2048, 4096, 9216}) {
     EXPECT_FALSE(faster(64, n, 1024, false, false, kAvx2)) << n;
-    EXPECT_FALSE(faster(256, n, 64, true, false, kAvx2)) << n;  // a weight gradient's TN
+    EXPECT_FALSE(faster(128, n, 64, true, false, kAvx2)) << n;  // a narrow weight gradient (TN)
     EXPECT_TRUE(faster(64, n, 1024, false, false, kXeon)) << n;
+    // A batch of one's dX, a wide layer's weight gradient (or its row band) and one summed over
+    // a few rows stay on oneDNN.
+    EXPECT_TRUE(faster(1, n, 1024, false, false, kAvx2)) << n;
+    EXPECT_TRUE(faster(2048, n, 64, true, false, kAvx2)) << n;
+    EXPECT_TRUE(faster(128, n, 16, true, false, kAvx2)) << n;
   }
   // Other widths, and a transposed B (the forward's NT) whatever its stride, stay on oneDNN.
   EXPECT_TRUE(faster(64, 784, 512, false, false, kAvx2));

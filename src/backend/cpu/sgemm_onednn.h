@@ -23,7 +23,12 @@
 //     at ldb 4104; NN and TN alike, any lda; NT and TT unaffected). A weight whose input width is
 //     such a multiple (fcn5's 2048 and 4096, mlp's 512, mnist-cnn's 9216) meets it in every dX =
 //     dY·W, and a weight gradient in its dW = dYᵀ·X; OpenBLAS, which packs B first, runs them at
-//     full speed, so they go to it.
+//     full speed. Where oneDNN reads few rows of B per row of C it stays ahead all the same, so
+//     the rule takes what a grid of shapes on one and two threads showed (n 512-9216, k and m
+//     1-4096): an NN product of at least 32 rows (OpenBLAS 1.1-2x; with fewer, a batch of one's
+//     dX, oneDNN's GEMV-like path is 1.05-4x faster), and a TN product of at most 128 rows summed
+//     over at least 64 (a narrow layer's weight gradient: OpenBLAS 1.2-2x; over fewer rows, or
+//     for wider layers, whose products the split cuts into row bands, oneDNN 1.1-2x).
 // oneDNN's sgemm is deterministic for a given thread count, like OpenBLAS's.
 #pragma once
 #include <cstdint>
@@ -45,7 +50,10 @@ inline bool onednn_sgemm_faster(int64_t m, int64_t n, int64_t k, bool ta, bool t
                                 GemmKernels kernels) {
   if (ta && !tb && k >= 2048) return false;  // a deep weight gradient
   if (kernels.openblas_avx512 && m * n * k < (int64_t(1) << 18)) return false;
-  if (!kernels.onednn_avx512 && !tb && ldb % 512 == 0) return false;  // B's rows alias in L1
+  if (!kernels.onednn_avx512 && !tb && ldb % 512 == 0) {  // B's rows alias in L1
+    if (!ta && m >= 32) return false;
+    if (ta && m <= 128 && k >= 64) return false;
+  }
   return true;
 }
 
