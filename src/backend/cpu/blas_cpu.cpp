@@ -16,10 +16,10 @@
 // keeps the product (sgemm_split.h has the rule). FREIGHT_GEMM_SPLIT=0 leaves
 // every product to OpenBLAS (to measure what the split buys).
 //
-// Small products, a linear layer at batch 1 say, may be faster on one thread than on OpenBLAS's
+// Small products, a linear layer at batch 1 say, may be faster on one thread than on the library's
 // team, by a margin that depends on the machine: where `freight devices --measure` found one
 // (ParallelThresholds::gemm_macs_per_thread), a product gets at most one thread per that many
-// multiply-adds.
+// multiply-adds (GemmThreadCap, sgemm_call.h, which every float product goes through).
 #include <cblas.h>
 #include <omp.h>
 
@@ -36,31 +36,6 @@
 
 namespace freight::cpu {
 namespace {
-
-// OpenBLAS's OpenMP build sizes its team from omp_get_max_threads() at each call, so lowering the
-// calling thread's count for the call caps the team. Restored on scope exit.
-class BlasThreadCap {
- public:
-  explicit BlasThreadCap(int64_t m, int64_t n, int64_t k) {
-    const double per_thread = parallel_thresholds().gemm_macs_per_thread;
-    if (per_thread <= 0 || omp_in_parallel()) return;
-    saved_ = omp_get_max_threads();
-    const double worth = std::floor(double(m) * double(n) * double(k) / per_thread);
-    const int cap = int(std::clamp(worth, 1.0, double(saved_)));
-    if (cap < saved_)
-      omp_set_num_threads(cap);
-    else
-      saved_ = 0;
-  }
-  ~BlasThreadCap() {
-    if (saved_ > 0) omp_set_num_threads(saved_);
-  }
-  BlasThreadCap(const BlasThreadCap&) = delete;
-  BlasThreadCap& operator=(const BlasThreadCap&) = delete;
-
- private:
-  int saved_ = 0;  // the count to restore; 0 when not capped
-};
 
 bool split_enabled() {
   static const bool enabled = [] {
@@ -105,7 +80,7 @@ void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
   int64_t lda = a.size(-1), ldb = b.size(-1), ldc = n;
   int64_t sa = batched ? a.size(1) * a.size(2) : 0, sb = batched ? b.size(1) * b.size(2) : 0;
   auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-  const BlasThreadCap cap(m, n, k);
+  const GemmThreadCap cap(m, n, k);  // before the split, which counts the threads left
   dispatch_floating(c.dtype(), "gemm", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = static_cast<const T*>(a.data_ptr());
