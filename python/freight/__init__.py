@@ -9,6 +9,15 @@ Tensors share memory with NumPy (np.asarray(t), freight.from_numpy(a)) and with 
 DLPack (torch.from_dlpack(t), freight.from_dlpack(x)). docs/python.md covers the API.
 """
 import functools as _functools
+import os as _os
+
+# OpenMP's idle threads spin 10,000 iterations before they sleep, as the freight command sets
+# (tools/freight/openmp_wait.h: libgomp's default of 300,000 made whole processes run three
+# times slower at random on a 2-vCPU virtual machine). libgomp reads it when it loads, so it
+# must be set before the extension loads; a user's own setting, or a libgomp already loaded
+# (by PyTorch), is left as it is.
+if "OMP_WAIT_POLICY" not in _os.environ:
+    _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from ._freight import *  # noqa: F401,F403  (Tensor, Error, the ops, explain, plan, load, ...)
 from ._freight import grad_enabled, set_grad_enabled

@@ -10,6 +10,7 @@
 #include "freight/error.h"
 #include "freight/parallel_thresholds.h"
 #include "launch.h"
+#include "openmp_wait.h"
 
 namespace {
 // One rank of a data-parallel job that fails ends the whole job with its message, at once:
@@ -24,6 +25,7 @@ int fail(int code, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  freight::cli::settle_openmp_wait(argv);
   CLI::App app{
       "Freight: train networks on the CPU or an NVIDIA GPU with one flag, and see where the time "
       "goes.\nRun `freight train` to train the default CNN on Fashion-MNIST."};
