@@ -23,6 +23,7 @@
 #include <array>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -818,14 +819,16 @@ void add_bench(CLI::App& app) {
         notes.push_back(fmt::format(
             "PyTorch ran with MALLOC_TRIM_THRESHOLD_={} and MALLOC_MMAP_THRESHOLD_={} (glibc "
             "never trims its heap nor mmaps blocks under 4 GiB, so freed tensors are reused "
-            "like Freight's cache reuses them), OPENBLAS_CORETYPE unset, and for each row the "
+            "like Freight's cache reuses them), OPENBLAS_CORETYPE unset, GOMP_SPINCOUNT={} "
+            "(inherited from the freight command, as Freight runs), and for each row the "
             "fastest of its configurations: each PyTorch given to --python, "
             "torch.set_num_threads (with openblas_set_num_threads) in 1 and the row's thread "
             "count, BLAS flavours its default and, where it loads the system's OpenBLAS, "
             "LD_LIBRARY_PATH=<multiarch>/openblas-openmp, and with --pytorch-compile "
             "torch.compile on all threads; a Freight row is compared with PyTorch using at "
             "most as many threads",
-            kPyTorchMallocEnv[0].second, kPyTorchMallocEnv[1].second));
+            kPyTorchMallocEnv[0].second, kPyTorchMallocEnv[1].second,
+            std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "libgomp's default"));
       }
       doc["pytorch"] = info;
     }
