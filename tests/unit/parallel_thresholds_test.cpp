@@ -124,6 +124,36 @@ TEST_F(ParallelThresholdsTest, ConvolutionsAgreeSplitAndOnOneThread) {
       }
 }
 
+// im2col + BLAS (what the avx2 kernels run where oneDNN does not) forced on every pass: its
+// forward and input gradient give the same bits split and on one thread, on images that fit a
+// chunk several times over (whole images per chunk) and on an image larger than a chunk (chunks
+// of one image's pixels, which the forward's threads share at batch 1).
+TEST_F(ParallelThresholdsTest, BlasEngineAgreesSplitAndOnOneThread) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing splits";
+  struct EngineScope {
+    EngineScope() { cpu::set_conv_engine(cpu::ConvEngine::Blas); }
+    ~EngineScope() { cpu::set_conv_engine(cpu::ConvEngine::Auto); }
+  } blas;
+  Generator gen(11);
+  for (int64_t side : {13, 96})
+    for (int64_t n : {1, 2, 3}) {
+      SCOPED_TRACE(testing::Message() << "batch " << n << ", " << side << "x" << side);
+      Tensor x = Tensor::normal({n, 5, side, side}, 0, 1, DType::F32, Device::cpu(), &gen);
+      Tensor w = Tensor::normal({8, 5, 3, 3}, 0, 0.2, DType::F32, Device::cpu(), &gen);
+      Tensor b = Tensor::normal({8}, 0, 1, DType::F32, Device::cpu(), &gen);
+      Tensor gy = Tensor::normal({n, 8, side, side}, 0, 1, DType::F32, Device::cpu(), &gen);
+      const int64_t before = cpu::conv_engine_runs(0, cpu::ConvEngine::Blas);
+      set_parallel_thresholds(always());
+      ConvResults split = conv_step(x, w, b, gy, {1, 1});
+      set_parallel_thresholds(never());
+      ConvResults one = conv_step(x, w, b, gy, {1, 1});
+      EXPECT_GT(cpu::conv_engine_runs(0, cpu::ConvEngine::Blas), before);
+      EXPECT_TRUE(same_bits(split.y, one.y));
+      EXPECT_TRUE(same_bits(split.dx, one.dx));
+      EXPECT_TRUE(test::all_close(split.dw, one.dw, 1e-4, 1e-5));
+    }
+}
+
 TEST_F(ParallelThresholdsTest, ElementwiseIsBitIdenticalSplitAndOnOneThread) {
   if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing splits";
   Generator gen(3);

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/conv_avx512.h"
@@ -63,27 +64,43 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
 // it (its kernels handle a remainder of columns differently; seen with the Zen kernels), so the
 // forward and the input gradient run the same GEMMs whatever the thread count: fixed chunks of
 // `group` whole images, or of one image's pixels where an image alone exceeds the budget, and
-// threads take whole chunks. The group is sized for the pool's thread count, not the pass's
-// (which follows the work, threads_for), so a pass gives the same bits split or on one thread.
+// threads take whole chunks (the input gradient's whole images: col2im of one image from two
+// threads would race). The group is sized for the pool's thread count, not the pass's (which
+// follows the work, threads_for), so a pass gives the same bits split or on one thread.
 struct FixedChunks {
   int64_t P, group, width;  // pixels per image, images per chunk, pixels per chunk at most
+  int64_t per_image;        // chunks per image (1 when chunks hold whole images)
+  int64_t count(int64_t n) const { return per_image > 1 ? n * per_image : (n + group - 1) / group; }
+  // Chunk i as [c0, c1) of the batch's n·P pixels.
+  std::pair<int64_t, int64_t> chunk(int64_t i, int64_t n) const {
+    if (per_image > 1) {
+      const int64_t c0 = i / per_image * P + i % per_image * width;
+      return {c0, std::min(c0 + width, (i / per_image + 1) * P)};
+    }
+    return {i * group * P, std::min(n, (i + 1) * group) * P};
+  }
 };
 inline FixedChunks fixed_chunks(const Conv2dGeometry& g, int64_t rows, size_t elem) {
   const int64_t P = g.oh * g.ow;
   const int64_t L = chunk_pixels(rows, elem, 1, g.n * P);
-  if (P > L) return {P, 1, L};  // chunks of one image's pixels
+  if (P > L) return {P, 1, L, (P + L - 1) / L};  // chunks of one image's pixels
   const int64_t pool = omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
   const int64_t group = std::clamp<int64_t>(L / P, 1, (g.n + pool - 1) / pool);
-  return {P, group, group * P};
+  return {P, group, group * P, 1};
 }
-// fn(thread, c0, c1) for each chunk [c0, c1) of the batch's n·P pixels, on `nt` threads.
+// Units the threads may take: chunks, or with `whole_images` the images (or groups of them).
+inline int64_t fixed_units(const FixedChunks& f, int64_t n, bool whole_images) {
+  return whole_images ? (n + f.group - 1) / f.group : f.count(n);
+}
+// fn(thread, c0, c1) for each chunk [c0, c1) of the batch's n·P pixels, on `nt` threads, each
+// taking a run of units (fixed_units).
 template <class Fn>
-void for_fixed_chunks(int nt, int64_t n, const FixedChunks& f, Fn&& fn) {
-  split_threads(nt, n * f.P, f.group * f.P, [&](int t, int64_t b, int64_t e) {
-    for (int64_t c0 = b; c0 < e;) {
-      const int64_t c1 = std::min({e, c0 + f.width, c0 / f.P * f.P + f.group * f.P});
+void for_fixed_chunks(int nt, int64_t n, const FixedChunks& f, bool whole_images, Fn&& fn) {
+  const int64_t per_unit = whole_images ? f.per_image : 1;
+  split_threads(nt, fixed_units(f, n, whole_images), 1, [&](int t, int64_t b, int64_t e) {
+    for (int64_t i = b * per_unit; i < std::min(e * per_unit, f.count(n)); ++i) {
+      const auto [c0, c1] = f.chunk(i, n);
       fn(t, c0, c1);
-      c0 = c1;
     }
   });
 }
@@ -103,7 +120,7 @@ inline BlasWork blas_work(const Conv2dGeometry& g, int pass, size_t elem) {
   if (pass < 2) {
     w.f = fixed_chunks(g, K + O, elem);
     w.L = w.f.width;
-    w.nt = threads_for(macs, (g.n + w.f.group - 1) / w.f.group);
+    w.nt = threads_for(macs, fixed_units(w.f, g.n, /*whole_images=*/pass == 1));
     w.per_thread = (K + O) * w.L;
   } else {
     w.nt = threads_for(macs, (NP + 15) / 16);
@@ -120,7 +137,7 @@ struct BlasEngine {
     const BlasWork bw = blas_work(g, 0, sizeof(T));
     const int64_t L = bw.L;
     Tensor ws = Tensor::empty({bw.nt * bw.per_thread}, dtype_of<T>());
-    for_fixed_chunks(bw.nt, g.n, bw.f, [&](int t, int64_t c0, int64_t c1) {
+    for_fixed_chunks(bw.nt, g.n, bw.f, false, [&](int t, int64_t c0, int64_t c1) {
       T* col = ptr<T>(ws) + t * bw.per_thread;
       T* out = col + K * L;
       const int64_t n = c1 - c0;
@@ -142,7 +159,7 @@ struct BlasEngine {
     const BlasWork bw = blas_work(g, 1, sizeof(T));
     const int64_t L = bw.L, image = g.c * g.h * g.w;
     Tensor ws = Tensor::empty({bw.nt * bw.per_thread}, dtype_of<T>());
-    for_fixed_chunks(bw.nt, g.n, bw.f, [&](int t, int64_t c0, int64_t c1) {
+    for_fixed_chunks(bw.nt, g.n, bw.f, true, [&](int t, int64_t c0, int64_t c1) {
       T* dcol = ptr<T>(ws) + t * bw.per_thread;
       T* dyc = dcol + K * L;
       const int64_t n = c1 - c0;
