@@ -60,8 +60,8 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   for (double v : e) scale = std::max(scale, std::fabs(v));
   const double diff = test::max_abs_diff(actual, expected), tol = rel * scale;
   if (actual.shape() == expected.shape() && diff <= tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |difference| " << diff << " > " << rel
-                                       << " x the largest |element| " << scale;
+  return ::testing::AssertionFailure()
+         << "max |difference| " << diff << " > " << rel << " x the largest |element| " << scale;
 }
 
 TEST_F(ParallelThresholdsTest, BadValuesAreRefusedNamingThem) {
