@@ -1,13 +1,13 @@
 // CPU kernels of dropout. Random bits are drawn a block of Philox counters at a time into a
-// stack buffer (the counter loop vectorises: each lane runs the ten rounds for its own counter),
-// then a second SIMD loop applies the mask.
+// stack buffer (philox_block.h: each SIMD lane runs the ten rounds for its own counter), then a
+// SIMD loop applies the mask.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
-#include "core/philox.h"
+#include "backend/cpu/philox_block.h"
 #include "ops/kernels/dropout.h"
 
 namespace freight::cpu {
@@ -36,32 +36,23 @@ void dropout_forward_cpu(const Tensor& x, double p, uint64_t seed, uint64_t offs
                    for (int64_t b = b0; b < b1; ++b) {
                      int64_t c0 = b * kCounters;
                      int64_t nc = std::min(kCounters, counters - c0);
-#pragma omp simd
-                     for (int64_t k = 0; k < nc; ++k) {
-                       philox::U32x4 r = philox::draw(seed, offset + uint64_t(c0 + k));
-                       bits[4 * k] = r.v[0];
-                       bits[4 * k + 1] = r.v[1];
-                       bits[4 * k + 2] = r.v[2];
-                       bits[4 * k + 3] = r.v[3];
-                     }
+                     philox_block(seed, offset + uint64_t(c0), nc, bits);
                      int64_t e0 = 4 * c0, ne = std::min(4 * nc, n - e0);
                      const T* xb = px + e0;
                      T* yb = py + e0;
+#pragma omp simd
+                     for (int64_t i = 0; i < ne; ++i) {
+                       T v = xb[i] * s;  // loaded unconditionally so the select vectorises
+                       yb[i] = (bits[i] >> 8) >= threshold ? v : T(0);
+                     }
                      if (m) {
+                       // A loop of its own, over a local copy of the threshold: a byte store
+                       // may alias anything, so GCC left a loop with one scalar (reloading the
+                       // captured threshold, or with the float store beside it).
                        uint8_t* mb = m + e0;
+                       const uint32_t cut = threshold;
 #pragma omp simd
-                       for (int64_t i = 0; i < ne; ++i) {
-                         bool keep = (bits[i] >> 8) >= threshold;
-                         T v = xb[i] * s;  // loaded unconditionally so the select vectorises
-                         yb[i] = keep ? v : T(0);
-                         mb[i] = keep;
-                       }
-                     } else {
-#pragma omp simd
-                       for (int64_t i = 0; i < ne; ++i) {
-                         T v = xb[i] * s;
-                         yb[i] = (bits[i] >> 8) >= threshold ? v : T(0);
-                       }
+                       for (int64_t i = 0; i < ne; ++i) mb[i] = uint8_t((bits[i] >> 8) >= cut);
                      }
                    }
                  });
