@@ -234,9 +234,10 @@ TEST(Conv2d, GradientsOnlyWhereRequired) {
 }
 
 // conv2d_workspace_bytes (what freight plan counts for a convolution) against what each pass
-// really takes from the CPU allocator beyond its operands: exactly (up to the allocator's rounding)
-// where im2col + BLAS or oneDNN runs the pass, at least as much where an AVX-512 tile engine does (an estimate from its
-// per-thread budgets). Zoo-like layers: a first layer, 16 and 64 channels, a strided one, a 1x1.
+// really takes from the CPU allocator beyond its operands, on whichever engine runs it (im2col +
+// BLAS, oneDNN, or an AVX-512 tile engine): exactly, up to the allocator's rounding. Zoo-like
+// layers: a first layer, 16 and 64 channels, a strided one, a 1x1; in float32 and float64 (the
+// tile engines size their chunks by the element).
 TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
   const Geo geos[] = {
       {8, 1, 28, 28, 32, 3, 3, {1, 1}, {0, 0}, {1, 1}},
@@ -246,52 +247,70 @@ TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
       {4, 16, 32, 32, 32, 1, 1, {2, 2}, {0, 0}, {1, 1}},
   };
   const Device cpu = Device::cpu();
-  for (const Geo& geo : geos) {
-    const Conv2dGeometry g{geo.n,         geo.c,         geo.h,           geo.w,
-                           geo.o,         geo.kh,        geo.kw,          0,
-                           0,             geo.stride[0], geo.stride[1],   geo.padding[0],
-                           geo.padding[1], geo.dilation[0], geo.dilation[1]};
-    Conv2dGeometry full = g;
-    full.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-    full.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-    Tensor x = Tensor::normal({g.n, g.c, g.h, g.w}), w = Tensor::normal({g.o, g.c, g.kh, g.kw});
-    Tensor b = Tensor::normal({g.o}), gy = Tensor::normal({g.n, g.o, full.oh, full.ow});
-    Tensor y = Tensor::empty(gy.shape()), dx = Tensor::empty(x.shape());
-    Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
-    int64_t most = 0;
-    for (int pass = 0; pass < 3; ++pass) {
-      SCOPED_TRACE(fmt::format("{}, pass {}", describe(geo), pass));
-      const int64_t reported = kernels::conv2d_workspace_bytes(DeviceType::CPU, full, pass,
-                                                               DType::F32);
-      most = std::max(most, reported);
-      int64_t runs_before[2] = {cpu::conv_engine_runs(pass, cpu::ConvEngine::Blas),
-                                cpu::conv_engine_runs(pass, cpu::ConvEngine::Dnnl)};
-      // A first run builds oneDNN's primitive (none of the allocator's bytes), the second is
-      // measured.
-      for (int run = 0; run < 2; ++run) {
-        const size_t before = memory_stats(cpu).in_use;
-        reset_peak_memory(cpu);
-        if (pass == 0) kernels::conv2d_forward(DeviceType::CPU, x, w, b, full, y);
-        if (pass == 1) kernels::conv2d_backward_input(DeviceType::CPU, gy, w, full, dx);
-        if (pass == 2) kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, full, dw, db);
-        const int64_t taken = int64_t(memory_stats(cpu).peak - before);
-        if (run == 0) continue;
-        const bool exact =
-            cpu::conv_engine_runs(pass, cpu::ConvEngine::Blas) > runs_before[0] ||
-            cpu::conv_engine_runs(pass, cpu::ConvEngine::Dnnl) > runs_before[1];
-        if (exact) {  // one allocation, which the allocator rounds up to 64 bytes or a page
-          EXPECT_LE(reported, taken);
-          EXPECT_LT(taken - reported, 4096);
-        } else {
-          EXPECT_GE(reported, taken);
+  std::vector<cpu::ConvEngine> engines{cpu::ConvEngine::Auto, cpu::ConvEngine::Blas};
+  if (cpu::dnnl_conv_built()) engines.push_back(cpu::ConvEngine::Dnnl);
+  if (cpu::conv_has_avx512_engine())
+    engines.insert(engines.end(),
+                   {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit, cpu::ConvEngine::Direct});
+  for (cpu::ConvEngine engine : engines) {
+    cpu::set_conv_engine(engine);
+    for (const Geo& geo : geos) {
+      const Conv2dGeometry g{geo.n,
+                             geo.c,
+                             geo.h,
+                             geo.w,
+                             geo.o,
+                             geo.kh,
+                             geo.kw,
+                             0,
+                             0,
+                             geo.stride[0],
+                             geo.stride[1],
+                             geo.padding[0],
+                             geo.padding[1],
+                             geo.dilation[0],
+                             geo.dilation[1]};
+      Conv2dGeometry full = g;
+      full.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+      full.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+      for (DType dt : {DType::F32, DType::F64}) {
+        const auto normal = [&](const Shape& s) { return Tensor::normal(s, 0, 1, dt); };
+        Tensor x = normal({g.n, g.c, g.h, g.w}), w = normal({g.o, g.c, g.kh, g.kw});
+        Tensor b = normal({g.o}), gy = normal({g.n, g.o, full.oh, full.ow});
+        Tensor y = Tensor::empty(gy.shape(), dt), dx = Tensor::empty(x.shape(), dt);
+        Tensor dw = Tensor::empty(w.shape(), dt), db = Tensor::empty(b.shape(), dt);
+        int64_t most = 0;
+        for (int pass = 0; pass < 3; ++pass) {
+          static const char* const kNames[] = {"auto",     "blas",   "panel",
+                                               "implicit", "direct", "dnnl"};
+          SCOPED_TRACE(fmt::format("engine {}, {}, {}, pass {}", kNames[int(engine)], describe(geo),
+                                   dtype_name(dt), pass));
+          const int64_t reported = kernels::conv2d_workspace_bytes(DeviceType::CPU, full, pass, dt);
+          most = std::max(most, reported);
+          // A first run builds oneDNN's primitive (none of the allocator's bytes), the second is
+          // measured.
+          for (int run = 0; run < 2; ++run) {
+            const size_t before = memory_stats(cpu).in_use;
+            reset_peak_memory(cpu);
+            if (pass == 0) kernels::conv2d_forward(DeviceType::CPU, x, w, b, full, y);
+            if (pass == 1) kernels::conv2d_backward_input(DeviceType::CPU, gy, w, full, dx);
+            if (pass == 2) kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, full, dw, db);
+            const int64_t taken = int64_t(memory_stats(cpu).peak - before);
+            if (run == 0) continue;
+            // At most two allocations (a tile engine's input gradient flips the weights, then
+            // runs a forward), each rounded up to 64 bytes or a page.
+            EXPECT_LE(reported, taken);
+            EXPECT_LT(taken - reported, 2 * 4096);
+            EXPECT_GT(taken, 0);
+          }
         }
-        EXPECT_GT(taken, 0);
+        EXPECT_EQ(conv2d_workspace_bytes(x.shape(), w.shape(), geo.stride, geo.padding,
+                                         geo.dilation, dt, cpu),
+                  most);
       }
     }
-    EXPECT_EQ(conv2d_workspace_bytes(x.shape(), w.shape(), geo.stride, geo.padding, geo.dilation,
-                                     DType::F32, cpu),
-              most);
   }
+  cpu::set_conv_engine(cpu::ConvEngine::Auto);
 }
 
 std::string error_of(const std::function<void()>& f) {

@@ -93,19 +93,41 @@ void sum_partials(const T* base, int64_t per_thread, int nt, int64_t O, int64_t 
   }
 }
 
+// The threads and scratch of one pass of a tile engine, in one allocation: `shared` elements
+// for the whole pass (packed or transposed weights), then `per_thread` for each of nt threads,
+// whose first `acc` are partial sums (weight gradients). The passes and conv2d_workspace_bytes
+// (what freight plan counts) read the same numbers.
+struct TileWork {
+  int nt = 1;
+  int64_t L = 0;   // pixels per chunk (Panel)
+  int64_t nb = 0;  // images per group (weight gradients of Implicit and Direct)
+  int64_t acc = 0;
+  int64_t shared = 0, per_thread = 0;
+  int64_t elems() const { return shared + nt * per_thread; }
+};
+
 // ---------------------------------------------------------------- panel engine (any stride)
 // The im2col formulation above with B written straight into the micro-kernel's panel layout.
 template <class T>
 struct PanelEngine {
   static constexpr int64_t W = Simd<T>::kLanes, NR = kNV * W;
 
+  static TileWork forward_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw, NP = g.n * g.oh * g.ow;
+    TileWork wk;
+    wk.nt = threads_for(double(NP) * double(K * g.o), (NP + NR - 1) / NR);
+    wk.L = chunk_pixels(K, sizeof(T), NR, (NP + wk.nt - 1) / wk.nt);
+    wk.shared = round_up(g.o * K, W);            // the packed weights
+    wk.per_thread = K * wk.L + wk.L + kMR * NR;  // B panels, a row, an edge tile
+    return wk;
+  }
+
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    const int nt = threads_for(double(NP) * double(K * O), (NP + NR - 1) / NR);
-    const int64_t L = chunk_pixels(K, sizeof(T), NR, (NP + nt - 1) / nt);
-    const int64_t a_sz = round_up(O * K, W);
-    const int64_t per_thread = K * L + L + kMR * NR;
-    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    const TileWork wk = forward_work(g);
+    const int nt = wk.nt;
+    const int64_t L = wk.L, a_sz = wk.shared, per_thread = wk.per_thread;
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     T* ap = ptr<T>(ws);
     pack_a(w, O, K, K, 1, ap);
     std::vector<int64_t> offs(K);  // row k of a panel
@@ -143,14 +165,23 @@ struct PanelEngine {
   }
 
   // dcol = Wᵀ · dY per chunk, kMR rows of dcol at a time, each scattered back by col2im.
+  static TileWork backward_input_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw, NP = g.n * g.oh * g.ow;
+    TileWork wk;
+    // Threads own whole images (col2im of one image from two threads would race).
+    wk.nt = threads_for(double(NP) * double(K * g.o), g.n);
+    wk.L = chunk_pixels(g.o + kMR, sizeof(T), NR, (NP + wk.nt - 1) / wk.nt);
+    wk.shared = round_up(K * g.o, W);                // the packed Wᵀ
+    wk.per_thread = g.o * wk.L + wk.L + kMR * wk.L;  // dY panels, a row, kMR rows of dcol
+    return wk;
+  }
+
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
-    // Threads own whole images (col2im of one image from two threads would race).
-    const int nt = threads_for(double(NP) * double(K * O), g.n);
-    const int64_t L = chunk_pixels(O + kMR, sizeof(T), NR, (NP + nt - 1) / nt);
-    const int64_t a_sz = round_up(K * O, W);
-    const int64_t per_thread = O * L + L + kMR * L;
-    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    const TileWork wk = backward_input_work(g);
+    const int nt = wk.nt;
+    const int64_t L = wk.L, a_sz = wk.shared, per_thread = wk.per_thread;
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     T* ap = ptr<T>(ws);
     pack_a(w, K, O, 1, K, ap);  // Wᵀ: row k of Wᵀ is column k of W [O, K]
     std::vector<int64_t> offs(O);
@@ -175,14 +206,23 @@ struct PanelEngine {
   }
 
   // dW tiles over plain col [Kp, L] and dY [O, L] rows of each chunk.
+  static TileWork backward_weight_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw, NP = g.n * g.oh * g.ow, Kp = round_up(K, kMK);
+    TileWork wk;
+    wk.nt = threads_for(double(NP) * double(K * g.o), (NP + W - 1) / W);
+    wk.L = chunk_pixels(Kp + g.o, sizeof(T), W, (NP + wk.nt - 1) / wk.nt);
+    wk.acc = round_up(g.o * Kp + g.o, W);        // partial dW [O, Kp], then db [O]
+    wk.per_thread = wk.acc + (Kp + g.o) * wk.L;  // then col [Kp, L] and dY [O, L]
+    return wk;
+  }
+
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
-    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
+    const int64_t K = g.c * g.kh * g.kw, O = g.o, NP = g.n * g.oh * g.ow;
     const int64_t Kp = round_up(K, kMK);  // col rows padded with zeros to whole tiles
-    const int nt = threads_for(double(NP) * double(K * O), (NP + W - 1) / W);
-    const int64_t L = chunk_pixels(Kp + O, sizeof(T), W, (NP + nt - 1) / nt);
-    const int64_t acc_sz = round_up(O * Kp + O, W);
-    const int64_t per_thread = acc_sz + (Kp + O) * L;
-    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    const TileWork wk = backward_weight_work(g);
+    const int nt = wk.nt;
+    const int64_t L = wk.L, acc_sz = wk.acc, per_thread = wk.per_thread;
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     split_threads(nt, NP, W, [&](int t, int64_t b, int64_t e) {
       T* pw = ptr<T>(ws) + t * per_thread;  // partial dW [O, Kp], then db [O]
       T* pb = pw + O * Kp;
@@ -336,14 +376,24 @@ struct ImplicitEngine {
     }
   };
 
+  static TileWork forward_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw;
+    const Layout l = layout(g);
+    TileWork wk;
+    wk.nt = threads_for(double(g.n * l.pvp) * double(K * g.o), (g.n + 1) / 2);  // pairs
+    wk.shared = round_up(g.o * K, W);  // the packed weights
+    wk.per_thread = l.xsz;             // one padded image
+    return wk;
+  }
+
   // y = conv(x, w) + bias for stride 1 (weights [O][C][kh][kw] in w).
   static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const Layout l = layout(g);
-    const int nt = threads_for(double(g.n * l.pvp) * double(K * O), (g.n + 1) / 2);  // pairs
-    const int64_t a_sz = round_up(O * K, W);
-    const int64_t per_thread = l.xsz;
-    Tensor ws = Tensor::empty({a_sz + nt * per_thread}, dtype_of<T>());
+    const TileWork wk = forward_work(g);
+    const int nt = wk.nt;
+    const int64_t a_sz = wk.shared, per_thread = wk.per_thread;
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     T* ap = ptr<T>(ws);
     pack_a(w, O, K, K, 1, ap);
     const std::vector<int64_t> offs = tap_offsets(g, l);
@@ -423,12 +473,35 @@ struct ImplicitEngine {
     flip_weights(w, g, ptr<T>(f));
     forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
   }
+  // The flipped weights, live through the forward's own workspace.
+  static int64_t backward_input_elems(const Conv2dGeometry& g) {
+    return g.c * g.o * g.kh * g.kw + forward_work(input_grad_geometry(g)).elems();
+  }
 
   // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
   // and their output gradients in the virtual layout, with zeros in the dropped columns so
   // those add nothing. With at least a vector's worth of output channels the sums run
   // transposed (dwt_tile: taps broadcast against vectors of channels), else along the pixels
   // (dw_tile).
+  static TileWork backward_weight_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw, O = g.o;
+    const bool transposed = O >= W;
+    const int64_t Kp = transposed ? K : round_up(K, kMK);
+    const int64_t ldo = transposed ? round_up(O, W) : O;
+    const Layout l = layout(g);
+    const int64_t lv = round_up(l.pv, W);
+    const int64_t per_img = l.xsz + ldo * lv;  // a padded image and its virtual dY
+    TileWork wk;
+    wk.nt = threads_for(double(g.n * lv) * double(K * O), g.n);
+    // Images per group: as many as fit the budget, at least 3 groups per thread (each thread
+    // takes a fixed run of groups: see static_grains).
+    const int64_t images = std::max<int64_t>(1, g.n / (3 * wk.nt));
+    wk.nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
+    wk.acc = round_up(Kp * ldo + O, W);  // partial dW, then db
+    wk.per_thread = wk.acc + wk.nb * per_img;
+    return wk;
+  }
+
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const bool transposed = O >= W;
@@ -436,15 +509,10 @@ struct ImplicitEngine {
     const int64_t ldo = transposed ? round_up(O, W) : O;  // dW accumulator row length
     const Layout l = layout(g);
     const int64_t lv = round_up(l.pv, W);  // pixels each tile row sums over
-    const int64_t per_img = l.xsz + ldo * lv;
-    const int nt = threads_for(double(g.n * lv) * double(K * O), g.n);
-    // Images per group: as many as fit the budget, at least 3 groups per thread (each thread
-    // takes a fixed run of groups: see static_grains).
-    const int64_t images = std::max<int64_t>(1, g.n / (3 * nt));
-    const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1, images);
-    const int64_t acc_sz = round_up(Kp * ldo + O, W);
-    const int64_t per_thread = acc_sz + nb * per_img;
-    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    const TileWork wk = backward_weight_work(g);
+    const int nt = wk.nt;
+    const int64_t nb = wk.nb, acc_sz = wk.acc, per_thread = wk.per_thread;
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     std::vector<int64_t> koff = tap_offsets(g, l);
     koff.resize(Kp, g.c * l.plane);  // padding taps read the zero slack (xsz covers lv of it)
     for (int t = 0; t < nt; ++t)     // zero each thread's partial sums
@@ -563,6 +631,24 @@ struct DirectEngine {
     flip_weights(w, g, ptr<T>(f));
     forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
   }
+  // The flipped weights, live through the forward's own workspace.
+  static int64_t backward_input_elems(const Conv2dGeometry& g) {
+    return g.c * g.o * g.kh * g.kw + forward_work(input_grad_geometry(g)).elems();
+  }
+
+  static TileWork forward_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, ldo = round_up(g.o, W);
+    TileWork wk;
+    wk.nt = threads_for(double(g.n * P) * double(K * g.o), g.n);
+    wk.shared = round_up(K * ldo + ldo, W);    // wT [K][ldo], then the bias
+    wk.per_thread = padded_size(g) + P * ldo;  // a padded image, its output [P][ldo]
+    return wk;
+  }
+  // A padded copy of one image's planes; none without padding (the image is its own).
+  static int64_t padded_size(const Conv2dGeometry& g) {
+    const bool in_place = g.ph == 0 && g.pw == 0;
+    return in_place ? 0 : round_up(g.c * (g.h + 2 * g.ph) * (g.w + 2 * g.pw), W);
+  }
 
   template <int SW>
   static void run(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
@@ -570,11 +656,10 @@ struct DirectEngine {
     const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
     const int64_t ldo = round_up(O, W);
     const bool in_place = g.ph == 0 && g.pw == 0;  // the image is its own padded plane
-    const int nt = threads_for(double(g.n * P) * double(K * O), g.n);
-    const int64_t wt_sz = round_up(K * ldo + ldo, W);
-    const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
-    const int64_t per_thread = xp_sz + P * ldo;
-    Tensor ws = Tensor::empty({wt_sz + nt * per_thread}, dtype_of<T>());
+    const TileWork wk = forward_work(g);
+    const int nt = wk.nt;
+    const int64_t wt_sz = wk.shared, xp_sz = padded_size(g);
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     T* wT = ptr<T>(ws);  // [K][ldo], then the bias padded to ldo
     T* bp = wT + K * ldo;
     for (int64_t k = 0; k < K; ++k)
@@ -619,7 +704,7 @@ struct DirectEngine {
       return;
     }
     dynamic_threads(nt, g.n, 1, [&](int t, int64_t b, int64_t e) {
-      T* xp = ptr<T>(ws) + wt_sz + t * per_thread;
+      T* xp = ptr<T>(ws) + wt_sz + t * wk.per_thread;
       T* yT = xp + xp_sz;  // this image's output, [P][ldo]
       for (int64_t img = b; img < e; ++img) {
         const T* src = x + img * img_in;
@@ -644,23 +729,32 @@ struct DirectEngine {
       run_dw<2>(gy, x, g, dw, db);
   }
 
+  static TileWork backward_weight_work(const Conv2dGeometry& g) {
+    const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, ldo = round_up(g.o, W);
+    const int64_t per_img = padded_size(g) + P * ldo;  // a padded image and its dY as [P][ldo]
+    TileWork wk;
+    wk.nt = threads_for(double(g.n * P) * double(K * g.o), g.n);
+    wk.nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1,
+                                std::max<int64_t>(1, g.n / (3 * wk.nt)));
+    wk.acc = round_up(K * ldo + g.o, W);  // partial dWᵀ [K][ldo], then db
+    wk.per_thread = wk.acc + wk.nb * per_img;
+    return wk;
+  }
+
   template <int SW>
   static void run_dw(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
     const int64_t ldo = round_up(O, W), img_in = g.c * g.h * g.w;
     const bool in_place = g.ph == 0 && g.pw == 0;
-    const int64_t xp_sz = in_place ? 0 : round_up(g.c * plane, W);
-    const int64_t per_img = xp_sz + P * ldo;
-    const int nt = threads_for(double(g.n * P) * double(K * O), g.n);
+    const int64_t xp_sz = padded_size(g);
+    const TileWork wk = backward_weight_work(g);
+    const int nt = wk.nt;
     // Too few images for the threads (batch 1): the taps k of dWᵀ split instead, each summed
     // over all pixels by one thread, in the same order as on one thread.
     const int tap_threads = nt > 1 ? 1 : threads_for(double(g.n * P) * double(K * O), K / 8);
-    const int64_t nb = std::clamp<int64_t>(kChunkBytes / (per_img * int64_t(sizeof(T))), 1,
-                                           std::max<int64_t>(1, g.n / (3 * nt)));
-    const int64_t acc_sz = round_up(K * ldo + O, W);
-    const int64_t per_thread = acc_sz + nb * per_img;
-    Tensor ws = Tensor::empty({nt * per_thread}, dtype_of<T>());
+    const int64_t nb = wk.nb, acc_sz = wk.acc, per_thread = wk.per_thread;
+    Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
     std::vector<int64_t> koff(K);
     for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
       for (int64_t p = 0; p < g.kh; ++p)

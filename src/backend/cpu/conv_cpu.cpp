@@ -445,25 +445,54 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
                     [&](auto tag) { backward_weight_typed<decltype(tag)>(gy, x, g, gw, gb); });
 }
 
+#if defined(__AVX512F__)
+// Elements a pass takes on the tile engine `e` (pick's choice for it), from the same numbers the
+// pass allocates by.
+template <class T>
+int64_t tile_workspace_elems(const Conv2dGeometry& g, int pass, ConvEngine e) {
+  switch (e) {
+    case ConvEngine::Implicit:
+      return pass == 0   ? ImplicitEngine<T>::forward_work(g).elems()
+             : pass == 1 ? ImplicitEngine<T>::backward_input_elems(g)
+                         : ImplicitEngine<T>::backward_weight_work(g).elems();
+    case ConvEngine::Direct:
+      return pass == 0   ? DirectEngine<T>::forward_work(g).elems()
+             : pass == 1 ? DirectEngine<T>::backward_input_elems(g)
+                         : DirectEngine<T>::backward_weight_work(g).elems();
+    case ConvEngine::Panel:
+      return pass == 0   ? PanelEngine<T>::forward_work(g).elems()
+             : pass == 1 ? PanelEngine<T>::backward_input_work(g).elems()
+                         : PanelEngine<T>::backward_weight_work(g).elems();
+    case ConvEngine::Auto:
+    case ConvEngine::Dnnl:
+    case ConvEngine::Blas:
+      break;
+  }
+  return 0;
+}
+#endif
+
 // conv2d_workspace_bytes: what a pass takes from the allocator beyond its operands. oneDNN's
 // arena where it runs (its blocked copies and scratchpad, from the primitive the pass will use);
-// the BLAS engine's chunks, from the numbers its kernels use; for the AVX-512 tile engines an
-// estimate from their per-thread budgets (a chunk of unrolled operands, two padded images and a
-// packed weight per thread, and one packed weight for the pass).
+// otherwise the engine's buffers, from the numbers its pass allocates by (BlasWork, TileWork).
 int64_t workspace_bytes_cpu(const Conv2dGeometry& g, int pass, DType dtype) {
   const int64_t elem = int64_t(dtype_size(dtype));
   if (dtype == DType::F32 && use_dnnl(g, pass)) {
     const int64_t arena = dnnl_conv_arena_bytes(g, pass, dnnl_threads(g));
     if (arena >= 0) return arena;
   }
-  if (pick(g, pass) == ConvEngine::Blas) {
+  const ConvEngine e = pick(g, pass);
+  if (e == ConvEngine::Blas) {
     const BlasWork bw = blas_work(g, pass, size_t(elem));
     return bw.nt * bw.per_thread * elem;
   }
-  const int64_t K = g.c * g.kh * g.kw, weight = g.o * K * elem;
-  const int64_t padded = g.c * (g.h + 2 * g.ph) * (g.w + 2 * g.pw) * elem;
-  const int nt = threads_for(double(g.n * g.oh * g.ow) * double(K * g.o), g.n);
-  return nt * (kChunkBytes + 2 * padded + weight) + weight;
+#if defined(__AVX512F__)
+  const int64_t elems = dtype == DType::F64 ? tile_workspace_elems<double>(g, pass, e)
+                                            : tile_workspace_elems<float>(g, pass, e);
+  return elems * elem;
+#else
+  return 0;  // pick runs every pass on Blas without the AVX-512 engines
+#endif
 }
 
 bool avx512_engines_built() {
