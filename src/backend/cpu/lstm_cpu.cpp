@@ -677,7 +677,13 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
       gpad + (in_loop && dw_ih ? I * gpad : 0) + (in_loop && dw_hh ? H * gpad : 0);
   Tensor scratch = workspace(parts * (da_size + acc_size));
   Tensor da_all = in_loop ? Tensor() : workspace(T * B * ld_da);
-  auto da_of = [&](int k) { return scratch.data<float>() + k * (da_size + acc_size); };
+  // Raw pointers, taken once: the reductions below call acc_of for every element, and
+  // Tensor::data checks the dtype and device each time.
+  float* const scratch_p = scratch.data<float>();
+  float* const da_all_p = in_loop ? nullptr : da_all.data<float>();
+  const float* const wph_p = wph.data<float>();
+  const float* const wpx_p = dx ? wpx.data<float>() : nullptr;
+  auto da_of = [&](int k) { return scratch_p + k * (da_size + acc_size); };
   auto acc_of = [&](int k) { return da_of(k) + da_size; };  // db, then dW_ihᵀ, then dW_hhᵀ
   for (int k = 0; k < parts; ++k) std::fill(acc_of(k), acc_of(k) + acc_size, 0.0f);
   auto make = [&](int64_t t) {
@@ -685,8 +691,8 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
                    .I = I,
                    .T = T,
                    .t = t,
-                   .wp_h = (t > 0 || need_dh0) ? wph.data<float>() : nullptr,
-                   .wp_x = dx ? wpx.data<float>() : nullptr,
+                   .wp_h = (t > 0 || need_dh0) ? wph_p : nullptr,
+                   .wp_x = wpx_p,
                    .gates = a + t * ga,
                    .c_prev = c + t * gh,
                    .c = c + (t + 1) * gh,
@@ -700,7 +706,7 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
   auto run = [&](int k, int64_t t, int64_t r0, int64_t r1) {
     int64_t slot = (T - 1 - t) % chunk;
     float* da =
-        in_loop ? da_of(k) + slot * max_rows * ld_da : da_all.data<float>() + (t * B + r0) * ld_da;
+        in_loop ? da_of(k) + slot * max_rows * ld_da : da_all_p + (t * B + r0) * ld_da;
     float* acc = acc_of(k);
     backward_step_rows(make(t), da, ld_da, acc, r0, r1);
     if (!in_loop || (slot != chunk - 1 && t != 0)) return;
@@ -744,7 +750,7 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
       }
   };
   if (!in_loop) {
-    weight_grads_blas<float>(x, h, da_all.data<float>(), ld_da, T, B, I, H, dw_ih, dw_hh);
+    weight_grads_blas<float>(x, h, da_all_p, ld_da, T, B, I, H, dw_ih, dw_hh);
     return;
   }
   if (dw_ih) reduce_transposed(gpad, I, dw_ih);
