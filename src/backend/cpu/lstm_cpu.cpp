@@ -705,8 +705,7 @@ void sequence_backward(const float* x, const float* w_ih, const float* w_hh, con
   // weight gradients of the chunk.
   auto run = [&](int k, int64_t t, int64_t r0, int64_t r1) {
     int64_t slot = (T - 1 - t) % chunk;
-    float* da =
-        in_loop ? da_of(k) + slot * max_rows * ld_da : da_all_p + (t * B + r0) * ld_da;
+    float* da = in_loop ? da_of(k) + slot * max_rows * ld_da : da_all_p + (t * B + r0) * ld_da;
     float* acc = acc_of(k);
     backward_step_rows(make(t), da, ld_da, acc, r0, r1);
     if (!in_loop || (slot != chunk - 1 && t != 0)) return;
