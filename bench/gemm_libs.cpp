@@ -196,7 +196,8 @@ int main(int argc, char** argv) {
         const double flops = 2.0 * double(p.m) * double(p.n) * double(p.k);
         cpu::set_gemm_dnnl_allowed(true);
         kernels::gemm(DeviceType::CPU, a, p.ta, bm, p.tb, want, 1.0, 0.0);
-        const bool picks_onednn = cpu::use_onednn_sgemm(p.m, p.n, p.k, p.ta, p.tb, ldb);
+        const bool picks_onednn =
+            cpu::use_onednn_sgemm(p.m, p.n, p.k, p.ta, p.tb, ldb, int(threads));
         // Each library's product, checked against Freight's before it is timed.
         auto check_then_time = [&](const std::string& lib, const std::function<void()>& run) {
           float* pa = a.data<float>();

@@ -45,6 +45,22 @@ TEST(GemmLibraries, RulePicksOneDnnForTheMiddleShapesOfAStep) {
   EXPECT_TRUE(faster(512, 156, 1792, true, false, kXeon));
 }
 
+TEST(GemmLibraries, RuleSendsWideForwardsOnSeveralThreadsToOpenBlas) {
+  // fcn5's forwards through its 2048- and 4096-wide inputs at batch 256, with either library's
+  // kernels: OpenBLAS on two threads, oneDNN on one.
+  for (cpu::GemmKernels kernels : {kXeon, kAvx2}) {
+    EXPECT_FALSE(onednn_sgemm_faster(256, 4096, 2048, false, true, 2048, kernels, 2));
+    EXPECT_FALSE(onednn_sgemm_faster(256, 1024, 4096, false, true, 4096, kernels, 2));
+    EXPECT_TRUE(onednn_sgemm_faster(256, 4096, 2048, false, true, 2048, kernels, 1));
+    // The column bands of a batch of 64 (each piece on one thread), a narrow layer (mnist-cnn's
+    // 9216 to 128), a short one (an LSTM's 256 inputs) and the other transpositions stay.
+    EXPECT_TRUE(onednn_sgemm_faster(64, 2048, 2048, false, true, 2048, kernels, 1));
+    EXPECT_TRUE(onednn_sgemm_faster(256, 128, 9216, false, true, 9216, kernels, 2));
+    EXPECT_TRUE(onednn_sgemm_faster(8192, 10000, 256, false, true, 256, kernels, 2));
+    EXPECT_TRUE(onednn_sgemm_faster(256, 2048, 4096, false, false, 2056, kernels, 2));
+  }
+}
+
 TEST(GemmLibraries, RuleKeepsAliasingRowStridesOffOneDnnsAvx2Sgemm) {
   // fcn5's dX = dY·W through its 2048- and 4096-wide inputs, mnist-cnn's 9216, mlp's 512: an
   // untransposed B whose rows are a multiple of 2 KiB apart.

@@ -47,7 +47,8 @@ class GemmThreadCap {
 inline void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const GemmThreadCap cap(m, n, k);
-  if (use_onednn_sgemm(m, n, k, ta, tb, ldb)) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();  // as the libraries see it
+  if (use_onednn_sgemm(m, n, k, ta, tb, ldb, threads)) {
     onednn_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

@@ -37,7 +37,8 @@ GemmKernels gemm_kernels() {
 #if FREIGHT_HAVE_DNNL
     // oneDNN's ISA levels are bit sets: each AVX-512 level contains avx512_core's bits.
     const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
-    g.onednn_avx512 = (isa & unsigned(dnnl_cpu_isa_avx512_core)) == unsigned(dnnl_cpu_isa_avx512_core);
+    g.onednn_avx512 =
+        (isa & unsigned(dnnl_cpu_isa_avx512_core)) == unsigned(dnnl_cpu_isa_avx512_core);
 #endif
     return g;
   }();
@@ -50,8 +51,8 @@ bool gemm_dnnl_allowed() {
 void set_gemm_dnnl_allowed(bool allowed) {
   g_allowed = allowed;
 }
-bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb) {
-  return gemm_dnnl_allowed() && onednn_sgemm_faster(m, n, k, ta, tb, ldb, gemm_kernels());
+bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb, int threads) {
+  return gemm_dnnl_allowed() && onednn_sgemm_faster(m, n, k, ta, tb, ldb, gemm_kernels(), threads);
 }
 
 #if FREIGHT_HAVE_DNNL

@@ -29,6 +29,13 @@
 //     dX, oneDNN's GEMV-like path is 1.05-4x faster), and a TN product of at most 128 rows summed
 //     over at least 64 (a narrow layer's weight gradient: OpenBLAS 1.2-2x; over fewer rows, or
 //     for wider layers, whose products the split cuts into row bands, oneDNN 1.1-2x).
+//   * A forward (NT) of more than 128 rows (so not cut into column bands) through a layer of
+//     at least 2048 inputs and 1024 outputs, on more than one thread: OpenBLAS on all three
+//     machines (fcn5's two wide layers at batch 256 on 2 threads: 1.04-1.10x on the Xeon,
+//     1.21-1.24x on the Zen 3 EPYC, 1.29-1.31x on a Zen 4 EPYC with AVX-512, whose oneDNN ran
+//     them little faster than on one thread). On one thread oneDNN keeps them (0.93-0.95x on
+//     the AVX-512 machines); a narrower layer (mnist-cnn's 9216 to 128) differs between the
+//     machines (the Xeon 0.80x) and stays on oneDNN.
 // oneDNN's sgemm is deterministic for a given thread count, like OpenBLAS's.
 #pragma once
 #include <cstdint>
@@ -45,10 +52,11 @@ struct GemmKernels {
 };
 
 // Whether oneDNN's sgemm is expected to beat OpenBLAS's on C[m×n] = op(A)[m×k]·op(B)[k×n]
-// (ta, tb: A, B transposed; ldb: B's row stride).
+// (ta, tb: A, B transposed; ldb: B's row stride) on `threads` threads.
 inline bool onednn_sgemm_faster(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb,
-                                GemmKernels kernels) {
+                                GemmKernels kernels, int threads = 1) {
   if (ta && !tb && k >= 2048) return false;  // a deep weight gradient
+  if (threads > 1 && !ta && tb && m > 128 && n >= 1024 && k >= 2048) return false;  // wide NT
   if (kernels.openblas_avx512 && m * n * k < (int64_t(1) << 18)) return false;
   if (!kernels.onednn_avx512 && !tb && ldb % 512 == 0) {  // B's rows alias in L1
     if (!ta && m >= 32) return false;
@@ -65,9 +73,10 @@ bool gemm_dnnl_allowed();
 void set_gemm_dnnl_allowed(bool allowed);
 // The kernels OpenBLAS and oneDNN picked on this machine.
 GemmKernels gemm_kernels();
-// Whether a float product of this shape runs on oneDNN: allowed, and onednn_sgemm_faster() with
-// this machine's gemm_kernels().
-bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb);
+// Whether a float product of this shape runs on oneDNN on `threads` threads: allowed, and
+// onednn_sgemm_faster() with this machine's gemm_kernels().
+bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb,
+                      int threads = 1);
 
 // Row-major C = alpha·op(A)·op(B) + beta·C on oneDNN, on as many OpenMP threads as
 // omp_get_max_threads() (one inside a parallel region). Throws freight::Error naming the shape
