@@ -47,8 +47,8 @@ void dropout_forward_cpu(const Tensor& x, double p, uint64_t seed, uint64_t offs
                      }
                      if (m) {
                        // A loop of its own, over a local copy of the threshold: a byte store
-                       // may alias anything, so GCC left a loop with one scalar (reloading the
-                       // captured threshold, or with the float store beside it).
+                       // may alias anything, and GCC kept the loop scalar when it shared the
+                       // float store's loop or read the threshold captured by reference.
                        uint8_t* mb = m + e0;
                        const uint32_t cut = threshold;
 #pragma omp simd

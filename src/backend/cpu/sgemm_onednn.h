@@ -33,9 +33,9 @@
 //     at least 2048 inputs and 1024 outputs, on more than one thread: OpenBLAS on all three
 //     machines (fcn5's two wide layers at batch 256 on 2 threads: 1.04-1.10x on the Xeon,
 //     1.21-1.24x on the Zen 3 EPYC, 1.29-1.31x on a Zen 4 EPYC with AVX-512, whose oneDNN ran
-//     them little faster than on one thread). On one thread oneDNN keeps them (0.93-0.95x on
-//     the AVX-512 machines); a narrower layer (mnist-cnn's 9216 to 128) differs between the
-//     machines (the Xeon 0.80x) and stays on oneDNN.
+//     them little faster than on one thread). On one thread the machines differ (OpenBLAS
+//     0.93-0.95x on the AVX-512 ones, 1.2x on the Zen 3) and oneDNN keeps them; so does a
+//     narrower layer (mnist-cnn's 9216 to 128), on which they differ too (the Xeon 0.80x).
 // oneDNN's sgemm is deterministic for a given thread count, like OpenBLAS's.
 #pragma once
 #include <cstdint>
