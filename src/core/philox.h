@@ -38,7 +38,9 @@ FREIGHT_HD U32x4 draw(uint64_t seed, uint64_t counter) {
 }
 
 // Uniform in [0, 1) with 24 random bits (exactly representable in float).
-FREIGHT_HD float to_unit_float(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
+FREIGHT_HD float to_unit_float(uint32_t x) {
+  return float(x >> 8) * (1.0f / 16777216.0f);
+}
 // Uniform in [0, 1) with 53 random bits, from two draws.
 FREIGHT_HD double to_unit_double(uint32_t hi, uint32_t lo) {
   uint64_t bits = (uint64_t(hi) << 21) ^ uint64_t(lo >> 11);
