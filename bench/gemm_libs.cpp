@@ -8,7 +8,8 @@
 // Columns, each the median of repeated calls after a warm-up:
 //   freight         kernels::gemm as training calls it: Freight's split (sgemm_split.h), the
 //                   thread cap of the cached calibration (`freight devices --measure`) and, per
-//                   product or piece, the library the rule picks;
+//                   product or piece, the library the rule picks ("onednn, transposed": a
+//                   forward run as its transpose, blas_cpu.cpp);
 //   openblas split  the same with oneDNN turned off (FREIGHT_GEMM_DNNL=0): what Freight ran
 //                   before oneDNN's sgemm;
 //   openblas        one cblas_sgemm call, OpenBLAS's own threading;
@@ -247,7 +248,10 @@ int main(int argc, char** argv) {
             "| {} (batch {}) | {} | {}x{}x{} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | "
             "{} |\n",
             p.name, b, threads, p.m, p.n, p.k, p.ta ? 'T' : 'N', p.tb ? 'T' : 'N',
-            picks_onednn ? "onednn" : "openblas", rate(flops, t_freight),
+            cpu::use_transposed_forward(p.m, p.n, p.k, p.ta, p.tb) ? "onednn, transposed"
+            : picks_onednn                                         ? "onednn"
+                                                                   : "openblas",
+            rate(flops, t_freight),
             t_freight > 0 && peak > 0 ? fmt::format("{:.0f}%", 100 * flops / t_freight / peak)
                                       : "-",
             rate(flops, t_split), rate(flops, t_openblas), rate(flops, t_onednn),

@@ -61,6 +61,24 @@ TEST(GemmLibraries, RuleSendsWideForwardsOnSeveralThreadsToOpenBlas) {
   }
 }
 
+TEST(GemmLibraries, RuleRunsSmallBatchesThroughWideLayersTransposedOnOneDnnsAvx512Sgemm) {
+  using cpu::transposed_forward_faster;
+  // fcn5's two wide forwards at batch 64, smaller batches, a 1000-class classifier.
+  EXPECT_TRUE(transposed_forward_faster(64, 4096, 2048, false, true, kXeon));
+  EXPECT_TRUE(transposed_forward_faster(64, 1024, 4096, false, true, kXeon));
+  EXPECT_TRUE(transposed_forward_faster(16, 4096, 2048, false, true, kXeon));
+  EXPECT_TRUE(transposed_forward_faster(128, 1000, 1024, false, true, kXeon));
+  // oneDNN's AVX2 sgemm keeps the NT call.
+  EXPECT_FALSE(transposed_forward_faster(64, 4096, 2048, false, true, kAvx2));
+  // A batch under 16 rows or over 128, few inputs, few outputs, other transpositions.
+  EXPECT_FALSE(transposed_forward_faster(8, 4096, 2048, false, true, kXeon));
+  EXPECT_FALSE(transposed_forward_faster(256, 4096, 2048, false, true, kXeon));
+  EXPECT_FALSE(transposed_forward_faster(64, 10000, 256, false, true, kXeon));
+  EXPECT_FALSE(transposed_forward_faster(64, 256, 4096, false, true, kXeon));
+  EXPECT_FALSE(transposed_forward_faster(64, 2048, 4096, false, false, kXeon));
+  EXPECT_FALSE(transposed_forward_faster(64, 2048, 4096, true, true, kXeon));
+}
+
 TEST(GemmLibraries, RuleKeepsAliasingRowStridesOffOneDnnsAvx2Sgemm) {
   // fcn5's dX = dY·W through its 2048- and 4096-wide inputs, mnist-cnn's 9216, mlp's 512: an
   // untransposed B whose rows are a multiple of 2 KiB apart.
@@ -147,6 +165,43 @@ TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
       EXPECT_EQ(test::gemm_mismatches(c.k, c.alpha, blas, want), 0);
       EXPECT_EQ(std::memcmp(dnnl.data<float>(), again.data<float>(), size_t(c.m * c.n) * 4), 0)
           << "oneDNN's product differs between two runs";
+    }
+  }
+}
+
+TEST_F(GemmOnOneDnn, TransposedForwardsMatchAFloat64Reference) {
+  if (!cpu::gemm_kernels().onednn_avx512) GTEST_SKIP() << "oneDNN runs its AVX2 sgemm here";
+  // Batches and widths off the 16-float tiles of the copies, with and without a bias in C.
+  const std::vector<Case> cases = {
+      {64, 1024, 1040, false, true, 1.0, 0.0},
+      {37, 1013, 1029, false, true, 1.0, 1.0},
+      {16, 1000, 1100, false, true, -0.5, 0.25},
+      {128, 1100, 1024, false, true, 2.0, 1.0},
+  };
+  Generator g(29);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << c.m << "x" << c.n << "x" << c.k << " alpha " << c.alpha
+                                      << " beta " << c.beta << ", " << threads << " threads");
+      ASSERT_TRUE(cpu::use_transposed_forward(c.m, c.n, c.k, c.ta, c.tb))
+          << "no longer run transposed: pick a shape that is";
+      Tensor a = Tensor::normal({c.m, c.k}, 0, 1, DType::F32, Device::cpu(), &g);
+      Tensor b = Tensor::normal({c.n, c.k}, 0, 1, DType::F32, Device::cpu(), &g);
+      Tensor c0 = Tensor::normal({c.m, c.n}, 0, 1, DType::F32, Device::cpu(), &g);
+      const std::vector<double> want =
+          test::gemm_reference(c.m, c.n, c.k, c.ta, c.tb, c.alpha, c.beta, a, b, c0);
+      auto run = [&] {
+        Tensor out = c0.clone();
+        if (c.beta == 0)  // poisoned: an element nothing writes stays NaN
+          out.fill_(std::numeric_limits<double>::quiet_NaN());
+        kernels::gemm(DeviceType::CPU, a, c.ta, b, c.tb, out, c.alpha, c.beta);
+        return out;
+      };
+      Tensor once = run(), again = run();
+      EXPECT_EQ(test::gemm_mismatches(c.k, c.alpha, once, want), 0);
+      EXPECT_EQ(std::memcmp(once.data<float>(), again.data<float>(), size_t(c.m * c.n) * 4), 0)
+          << "the transposed product differs between two runs";
     }
   }
 }

@@ -71,6 +71,48 @@ void sgemm_split(const SgemmPlan& p, bool ta, bool tb, int64_t m, int64_t n, int
   }
 }
 
+// C[m×n] = alpha·A·Bᵀ + beta·C (A [m×k] at stride lda, B [n×k] at stride ldb) as its transpose
+// Cᵀ = B·Aᵀ, an NN product on oneDNN, for the shapes where that is faster
+// (transposed_forward_faster, sgemm_onednn.h). Aᵀ and Cᵀ are copies in scratch memory from the
+// caching allocator; the threads transpose A by columns, then each multiplies its own band of
+// B's rows by Aᵀ (one single-threaded sgemm per thread, as sgemm_split() does: the bands depend
+// only on the shape and the thread count, so a run repeats bit for bit), then they write C by
+// rows, adding beta·C there (the bias a linear layer put into C).
+void sgemm_transposed_forward(int threads, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                              float* c, int64_t ldc) {
+  Tensor at_buf = Tensor::empty({k * m}, DType::F32, Device::cpu());
+  Tensor ct_buf = Tensor::empty({n * m}, DType::F32, Device::cpu());
+  float* const at = at_buf.data<float>();  // Aᵀ [k×m]
+  float* const ct = ct_buf.data<float>();  // Cᵀ [n×m]
+  const int parts = int(std::clamp<int64_t>(n / kMinSplitRows, 1, threads));
+  constexpr int64_t kBlock = 16;  // a 16x16 tile of floats: 16 cache lines read, 16 written
+#pragma omp parallel num_threads(parts)
+  {
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < k; j0 += kBlock)
+      for (int64_t i0 = 0; i0 < m; i0 += kBlock)
+        for (int64_t j = j0; j < std::min(k, j0 + kBlock); ++j)
+          for (int64_t i = i0; i < std::min(m, i0 + kBlock); ++i) at[j * m + i] = a[i * lda + j];
+    // (the loop's implicit barrier: Aᵀ is whole before any thread reads it)
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t per = (n + nt * 16 - 1) / (nt * 16) * 16;
+    const int64_t begin = std::min(n, t * per), end = std::min(n, begin + per);
+    if (begin < end)
+      onednn_sgemm(false, false, end - begin, m, k, alpha, b + begin * ldb, ldb, at, m, 0.0f,
+                   ct + begin * m, m);
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (int64_t i0 = 0; i0 < m; i0 += kBlock)
+      for (int64_t j0 = 0; j0 < n; j0 += kBlock)
+        for (int64_t i = i0; i < std::min(m, i0 + kBlock); ++i) {
+          float* ci = c + i * ldc;
+          for (int64_t j = j0; j < std::min(n, j0 + kBlock); ++j)
+            ci[j] = beta == 0.0f ? ct[j * m + i] : ct[j * m + i] + beta * ci[j];
+        }
+  }
+}
+
 void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha,
               double beta) {
   bool batched = c.dim() == 3;
@@ -93,6 +135,12 @@ void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
         continue;
       }
       if constexpr (std::is_same_v<T, float>) {
+        if (use_transposed_forward(m, n, k, ta, tb)) {
+          sgemm_transposed_forward(omp_in_parallel() ? 1 : omp_get_max_threads(), m, n, k,
+                                   float(alpha), pa + i * sa, lda, pb + i * sb, ldb, float(beta),
+                                   pc + i * m * n, ldc);
+          continue;
+        }
         const SgemmPlan plan =
             split_enabled()
                 ? plan_sgemm(m, n, k, ta, tb, omp_in_parallel() ? 1 : omp_get_max_threads())

@@ -55,6 +55,10 @@ bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t
   return gemm_dnnl_allowed() && onednn_sgemm_faster(m, n, k, ta, tb, ldb, gemm_kernels(), threads);
 }
 
+bool use_transposed_forward(int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  return gemm_dnnl_allowed() && transposed_forward_faster(m, n, k, ta, tb, gemm_kernels());
+}
+
 #if FREIGHT_HAVE_DNNL
 bool onednn_sgemm_built() {
   return true;

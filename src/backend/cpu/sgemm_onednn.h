@@ -65,6 +65,24 @@ inline bool onednn_sgemm_faster(int64_t m, int64_t n, int64_t k, bool ta, bool t
   return true;
 }
 
+// Whether a forward product C[m×n] = A·Bᵀ (A untransposed, B transposed: a batch of m rows through
+// a layer whose weight B is [n×k]) is faster on oneDNN as its transpose Cᵀ = B·Aᵀ, an NN product
+// on a copy Aᵀ, with C written back from Cᵀ (blas_cpu.cpp). oneDNN's AVX-512 sgemm runs the NT
+// product of a small batch through a layer of many inputs at 60-65% of the GEMM peak, where the
+// same multiply-adds as an NN product, weight first, run at 75-85% (bench/gemm_libs.cpp; measured
+// on a 2-core Zen 4 EPYC, oneDNN 2.6.3; both copies included, 1 and 2 threads alike):
+//   64x4096x2048 (fcn5's middle layer at batch 64) 1.25x, 64x1024x4096 1.28x, 32x4096x2048 1.65x,
+//   16x4096x2048 1.75x, 128x4096x2048 1.10x, 64x1000x1024 1.34x;
+// and it loses where the batch is under 16 rows (8x4096x2048: 0.6x, oneDNN's GEMV-like path),
+// where the layer has few inputs (64x8192x512, 64x10000x256: 0.85-1.0x) or few outputs
+// (64x256x4096, 128x512x1024: 0.85-1.0x). oneDNN's AVX2 sgemm runs the NT product at full speed
+// (164 GFLOP/s at 64x4096x2048 on the same Zen 4 with DNNL_MAX_CPU_ISA=AVX2, 158 transposed), so
+// it keeps the NT call. Only an AVX-512 Zen 4 was measured; an AVX-512 Xeon is assumed alike.
+inline bool transposed_forward_faster(int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                                      GemmKernels kernels) {
+  return kernels.onednn_avx512 && !ta && tb && m >= 16 && m <= 128 && n >= 1000 && k >= 1024;
+}
+
 // Whether this build has oneDNN (CMake found libdnnl-dev 2.x).
 bool onednn_sgemm_built();
 // Whether GEMMs may run on oneDNN: built, and not turned off by FREIGHT_GEMM_DNNL=0 or
@@ -77,6 +95,9 @@ GemmKernels gemm_kernels();
 // onednn_sgemm_faster() with this machine's gemm_kernels().
 bool use_onednn_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb,
                       int threads = 1);
+
+// transposed_forward_faster() with this machine's kernels, oneDNN allowed.
+bool use_transposed_forward(int64_t m, int64_t n, int64_t k, bool ta, bool tb);
 
 // Row-major C = alpha·op(A)·op(B) + beta·C on oneDNN, on as many OpenMP threads as
 // omp_get_max_threads() (one inside a parallel region). Throws freight::Error naming the shape

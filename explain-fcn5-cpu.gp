@@ -1,0 +1,22 @@
+# Roofline of "fcn5": each layer at (FLOPs/byte, achieved GFLOP/s)
+# under min(peak, intensity x bandwidth) from the measured peaks. Regenerate: gnuplot "./explain-fcn5-cpu.gp"
+set logscale xy
+set grid
+set key top left
+set xrange [0.01:100]
+set yrange [0.1:1000]
+set xlabel 'arithmetic intensity (FLOP/byte)'
+set ylabel 'GFLOP/s'
+set title "fcn5: roofline, batch 64"
+peak0 = 227.812
+bw0 = 30.513
+roof0(x) = x * bw0 < peak0 ? x * bw0 : peak0
+set terminal pngcairo size 1000,700
+set output "./explain-fcn5-cpu.png"
+plot roof0(x) with lines lw 2 lc rgb '#1f77b4' title "cpu roof: 228 GFLOP/s, 30.5 GB/s", \
+     "./explain-fcn5-cpu.dat" using 1:2:(1+20*$3) with points pt 7 ps variable lc rgb '#1f77b4' title "cpu layers (size: share of step)", \
+     "./explain-fcn5-cpu.dat" using 1:2:4 with labels offset 1,0.6 font ',8' tc rgb '#1f77b4' notitle
+set terminal svg size 1000,700 dynamic
+set output "./explain-fcn5-cpu.svg"
+replot
+unset output
