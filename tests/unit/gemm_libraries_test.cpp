@@ -43,6 +43,10 @@ TEST(GemmLibraries, RulePicksOneDnnForTheMiddleShapesOfAStep) {
   EXPECT_FALSE(faster(1024, 256, 2048, true, false, kXeon));
   EXPECT_FALSE(faster(10000, 256, 8192, true, false, kAvx2));
   EXPECT_TRUE(faster(512, 156, 1792, true, false, kXeon));
+  // ... unless narrow, on oneDNN's AVX-512 sgemm: lstm-rows' over its steps at batch 256.
+  EXPECT_TRUE(faster(512, 156, 7168, true, false, kXeon));
+  EXPECT_FALSE(faster(512, 156, 7168, true, false, kAvx2));
+  EXPECT_FALSE(faster(10000, 256, 8192, true, false, kXeon));
 }
 
 TEST(GemmLibraries, RuleSendsWideForwardsOnSeveralThreadsToOpenBlas) {
@@ -126,7 +130,7 @@ class GemmOnOneDnn : public ::testing::Test {
 };
 
 TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {64, 520, 200, false, true, 1.0, 0.0},   // a layer's forward (split into columns)
       {64, 200, 520, false, false, 1.0, 0.0},  // its input gradient
       {300, 200, 64, true, false, 1.0, 0.0},   // its weight gradient (split into rows, uneven)
@@ -135,6 +139,8 @@ TEST_F(GemmOnOneDnn, ProductsMatchAFloat64ReferenceAndOpenBlas) {
       {150, 170, 90, true, true, -0.5, 0.25},  // both transposed, scaled
       {700, 60, 40, false, false, 2.0, 1.0},   // tall and skinny (an LSTM's input projection)
   };
+  if (cpu::gemm_kernels().onednn_avx512)  // a narrow weight gradient over many steps, accumulated
+    cases.push_back({300, 150, 2100, true, false, 1.0, 1.0});
   Generator g(23);
   for (int threads : {1, 2}) {
     set_num_threads(threads);

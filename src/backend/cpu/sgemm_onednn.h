@@ -12,7 +12,12 @@
 //     one against a large matrix;
 //   * OpenBLAS is faster on products under 2^18 multiply-adds (oneDNN's call costs about 0.2 µs
 //     more: a classifier's 10-wide layer) and on weight gradients summed over 2048 rows or more
-//     (dW = Aᵀ·B with a deep k: an LSTM's or a language model's over all steps), 0.75-0.95x.
+//     (dW = Aᵀ·B with a deep k: an LSTM's or a language model's over all steps), 0.75-0.95x,
+//     unless the gradient is narrow: one with fewer than 256 columns (lstm-rows' 512x156 over
+//     its 28 steps at batch 256, k = 7168) ran 1.47x faster on oneDNN's AVX-512 sgemm on 2
+//     threads of the Xeon (1.02x on one), 1.23x on a Zen 4 EPYC (1.06x on one); at 256 columns
+//     the machines part (lstm-ptb's 10000x256: the Xeon 0.83x, the Zen 4 1.06-1.18x), and
+//     oneDNN's AVX2 sgemm loses them all (the Zen 3 EPYC: 0.74x on the narrow one).
 //   * With OpenBLAS's Haswell kernels (an avx2 machine; measured with OPENBLAS_CORETYPE=Haswell
 //     ONEDNN_MAX_CPU_ISA=AVX2), oneDNN wins small products by 2-13x too; deep weight gradients
 //     still go to OpenBLAS (0.88-0.93x).
@@ -55,7 +60,8 @@ struct GemmKernels {
 // (ta, tb: A, B transposed; ldb: B's row stride) on `threads` threads.
 inline bool onednn_sgemm_faster(int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t ldb,
                                 GemmKernels kernels, int threads = 1) {
-  if (ta && !tb && k >= 2048) return false;  // a deep weight gradient
+  if (ta && !tb && k >= 2048 && !(kernels.onednn_avx512 && n < 256))
+    return false;  // a deep weight gradient, unless narrow on AVX-512
   if (threads > 1 && !ta && tb && m > 128 && n >= 1024 && k >= 2048) return false;  // wide NT
   if (kernels.openblas_avx512 && m * n * k < (int64_t(1) << 18)) return false;
   if (!kernels.onednn_avx512 && !tb && ldb % 512 == 0) {  // B's rows alias in L1
