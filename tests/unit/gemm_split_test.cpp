@@ -1,7 +1,7 @@
 // The CPU GEMM cuts some float products between the threads itself (backend/cpu/sgemm_split.h).
 // These tests check which shapes are cut, and that a cut product equals a float64 reference on
 // every element: the pieces' offsets into transposed and plain operands, uneven last pieces, and
-// beta = 1 (the LSTM accumulates its weight gradients into C).
+// beta = 1 (the LSTM accumulates its weight gradients into C), for cuts of C and of the sum.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +32,13 @@ TEST(SgemmSplit, PlansTheShapesOfATrainingStep) {
   EXPECT_EQ(plan_sgemm(512, 784, 1024, true, false, 2).split, SgemmSplit::None);
   EXPECT_EQ(plan_sgemm(10, 256, 64, true, false, 2).split, SgemmSplit::None);
   EXPECT_EQ(plan_sgemm(64, 10, 256, false, true, 2).split, SgemmSplit::None);
+  // mnist-cnn's 9216-to-128 forward at batch 64: the sum is cut, into stretches of at least
+  // kMinSplitDepth terms; not under 16 rows nor at 2048 terms on 4 threads.
+  EXPECT_EQ(plan_sgemm(64, 128, 9216, false, true, 2).split, SgemmSplit::Depth);
+  EXPECT_EQ(plan_sgemm(64, 128, 9216, false, true, 2).parts, 2);
+  EXPECT_EQ(plan_sgemm(64, 128, 2048, false, true, 4).parts, 2);
+  EXPECT_EQ(plan_sgemm(8, 128, 9216, false, true, 2).split, SgemmSplit::None);
+  EXPECT_EQ(plan_sgemm(64, 128, 1024, false, true, 2).split, SgemmSplit::None);
   // Every piece keeps at least kMinSplitRows rows or columns.
   EXPECT_EQ(plan_sgemm(300, 784, 64, true, false, 16).parts, 2);
   EXPECT_EQ(plan_sgemm(64, 2048, 512, false, true, 16).parts, 16);
@@ -53,6 +60,10 @@ TEST(SgemmSplit, CutProductsMatchAFloat64Reference) {
       {64, 520, 784, false, true, 0.0},    // columns of a transposed B, uneven
       {100, 300, 256, false, false, 0.0},  // columns of a plain B, uneven
       {100, 300, 256, false, false, 1.0},  // columns, accumulating
+      {64, 128, 2500, false, true, 0.0},   // the sum, a transposed B, uneven (1264 + 1236)
+      {40, 100, 2100, true, false, 1.0},   // the sum, a transposed A, accumulating
+      {20, 200, 3000, false, false, 0.0},  // the sum, plain operands
+      {100, 60, 2048, true, true, 1.0},    // the sum, both transposed, accumulating
   };
   Generator g(11);
   for (const Case& c : cases) {

@@ -4,14 +4,18 @@
 //
 // Float products of the middle sizes a training step is made of are cut by us, not by OpenBLAS,
 // when several threads are available: each thread runs a single-threaded sgemm on its own rows or
-// columns of C (OpenBLAS's OpenMP build runs one thread when called inside a parallel region).
-// OpenBLAS's own threading costs more than it should on two shapes, measured on 2 cores with
-// AVX-512 (docs/internals.md, "CPU threads and floating point"):
+// columns of C, or its own stretch of the sum (both libraries' OpenMP builds run one thread when
+// called inside a parallel region). The libraries' own threading costs more than it should on
+// these shapes, measured on 2 cores with AVX-512 (docs/internals.md, "CPU threads and floating
+// point"):
 //   * the weight gradient dW = dYᵀ·X, whose depth is the batch (64-256): split the rows of dW.
 //     512x784x64 took 0.28 ms on OpenBLAS's two threads and 0.22 ms as two halves of 256 rows;
 //     2048x4096x64, 6.6 ms against 5.3 ms.
 //   * a batch of at most 128 rows times a wide weight matrix (forward and input gradient):
 //     split the columns. 64x512x784: 0.283 → 0.264 ms; 64x9216x128: 1.05 → 1.03 ms.
+//   * a batch of 16 to 128 rows through a narrow layer with many inputs (too few columns to
+//     cut): split the sum over k, and add the partial products. 64x128x9216 (mnist-cnn) ran no
+//     faster on oneDNN's two threads than on one on a Zen 4 EPYC (sgemm_split.h has figures).
 // Elsewhere (large or square products, tiny ones) OpenBLAS's threading is as good or better and
 // keeps the product (sgemm_split.h has the rule). FREIGHT_GEMM_SPLIT=0 leaves
 // every product to OpenBLAS (to measure what the split buys).
@@ -45,6 +49,41 @@ bool split_enabled() {
   return enabled;
 }
 
+// C[m×n] = alpha·op(A)·op(B) + beta·C with the sum over k cut into `parts` stretches: each
+// thread's single-threaded sgemm writes its partial product into scratch memory from the caching
+// allocator, then the threads add the partials row by row, in thread order, with beta·C. Column
+// kk of op(A) starts at a + kk (a + kk·lda when A is transposed), row kk of op(B) at b + kk·ldb
+// (b + kk when B is transposed).
+void sgemm_depth_split(int parts, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                       float* c, int64_t ldc) {
+  Tensor partial_buf = Tensor::empty({int64_t(parts) * m * n}, DType::F32, Device::cpu());
+  float* const partial = partial_buf.data<float>();
+#pragma omp parallel num_threads(parts)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    // Stretch boundaries on multiples of 16 terms (one AVX-512 vector of A's row).
+    const int64_t per = (k + nt * 16 - 1) / (nt * 16) * 16;
+    const int64_t begin = std::min(k, t * per), end = std::min(k, begin + per);
+    float* const mine = partial + t * m * n;
+    if (begin < end)
+      sgemm(ta, tb, m, n, end - begin, alpha, ta ? a + begin * lda : a + begin, lda,
+            tb ? b + begin : b + begin * ldb, ldb, 0.0f, mine, n);
+    else
+      std::fill(mine, mine + m * n, 0.0f);
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      float* ci = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = partial[i * n + j];
+        for (int64_t u = 1; u < nt; ++u) sum += partial[u * m * n + i * n + j];
+        ci[j] = beta == 0.0f ? sum : sum + beta * ci[j];
+      }
+    }
+  }
+}
+
 // C[m×n] = alpha·op(A)·op(B) + beta·C with the rows or columns of C cut into `parts` pieces, one
 // single-threaded sgemm per thread (each piece on the library faster for its own shape). Row r of
 // op(A) starts at a + r·lda (a + r when A is transposed); column j of op(B) at b + j (b + j·ldb
@@ -52,6 +91,10 @@ bool split_enabled() {
 void sgemm_split(const SgemmPlan& p, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
+  if (p.split == SgemmSplit::Depth) {
+    sgemm_depth_split(p.parts, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   const int64_t extent = p.split == SgemmSplit::Rows ? m : n;
 #pragma omp parallel num_threads(p.parts)
   {
