@@ -40,9 +40,10 @@ inline SgemmPlan plan_sgemm(int64_t m, int64_t n, int64_t k, bool ta, bool tb, i
   } else if (m >= 16 && m <= 128 && n < 2 * kMinSplitRows && k >= 2 * kMinSplitDepth) {
     // A batch of at most 128 rows through a narrow layer of many inputs (mnist-cnn's 9216 to
     // 128): too few columns and rows to cut, so the sum is cut. 64x128x9216 NT ran at the same
-    // 70 GFLOP/s on oneDNN's two threads as on one on a Zen 4 EPYC, and at 120-140 as two
-    // halves of k; the Xeon's and the Zen 3's one-thread rates (134 and 72 GFLOP/s) against
-    // their two-thread ones (185 and 118) leave the halves ahead there too.
+    // 70 GFLOP/s on oneDNN's two threads as on one on a Zen 4 EPYC, and at 120-145 as two
+    // halves of k. Not measured on the Xeon and the Zen 3; their one-thread rates in
+    // bench/results (134 and 72 GFLOP/s) against their two-thread ones (185 and 118) leave
+    // room for the halves there too, if the halves scale as they do here.
     p.split = SgemmSplit::Depth;
     p.parts = int(std::min<int64_t>(threads, k / kMinSplitDepth));
   }
