@@ -107,6 +107,11 @@ FREIGHT_OP_CASES({
               {{{64, 32, 24, 24}}, {{64, 6, 28, 28}}}),
     pool_case("max_pool2d_3x3_s2_pad", Pool::Max, {{{2, 2, 7, 7}}, {{1, 3, 8, 6}}},
               {{3, 3}, {2, 2}, {1, 1}}),
+    // Rows of more than 16 outputs (AVX-512's own path takes 16 at a time): 19 and 17 a row.
+    pool_case("max_pool2d_3x3_s2_pad_wide", Pool::Max, {{{2, 2, 9, 37}}, {{1, 3, 6, 34}}},
+              {{3, 3}, {2, 2}, {1, 1}}, {{{64, 32, 32, 32}}}),
+    pool_case("relu_max_pool2d_3x3_s2_pad_wide", Pool::ReluMax, {{{2, 2, 7, 35}}},
+              {{3, 3}, {2, 2}, {1, 1}}, {{{64, 32, 32, 32}}}),
     pool_case("max_pool2d_overlap", Pool::Max, {{{2, 2, 5, 6}}}, {{3, 3}, {1, 1}, {0, 0}},
               {{{16, 32, 24, 24}}}),
     pool_case("max_pool2d_rect", Pool::Max, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),

@@ -55,7 +55,8 @@ TEST(MaxPool2d, PaddingNeverWinsAndNanPropagates) {
   EXPECT_TRUE(std::isnan(max_pool2d(z, {2, 2}).item()));
 }
 
-// Every window shape (not only 2x2, which has its own loop): with many ties and NaNs, each output
+// Every window shape (not only 2x2, which has its own loop; 3x3 stride 2 padded by 1 has an
+// AVX-512 one, here on rows of 19 and 17 outputs): with many ties, NaNs and −∞, each output
 // is the window's maximum by PyTorch's rule in row-major order (a later element wins when it is
 // larger or NaN) and its gradient goes to that element; with a fused ReLU, a window whose
 // maximum is 0 passes no gradient.
@@ -65,16 +66,19 @@ TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
     Pair k, s, p;
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const Geo& g : {Geo{9, 9, {3, 3}, {2, 2}, {1, 1}}, Geo{6, 11, {2, 3}, {1, 2}, {1, 1}},
+  for (const Geo& g : {Geo{9, 9, {3, 3}, {2, 2}, {1, 1}}, Geo{7, 37, {3, 3}, {2, 2}, {1, 1}},
+                       Geo{1, 34, {3, 3}, {2, 2}, {1, 1}}, Geo{6, 11, {2, 3}, {1, 2}, {1, 1}},
                        Geo{7, 8, {3, 3}, {1, 1}, {1, 1}}, Geo{10, 13, {5, 5}, {3, 3}, {2, 2}},
                        Geo{5, 12, {1, 4}, {1, 3}, {0, 2}}}) {
     for (bool relu : {false, true}) {
       std::vector<double> v(size_t(2 * 3 * g.h * g.w));
       uint64_t state = 12345;
-      for (double& e : v) {  // values in {-1, 0, 1, 2} and about 1 in 16 NaN
+      for (double& e : v) {  // values in {-1, 0, 1, 2}, about 1 in 32 NaN and 1 in 32 −∞
         state = state * 6364136223846793005ULL + 1442695040888963407ULL;
         const int r = int(state >> 59);
-        e = r == 0 ? nan : double(int(r % 4) - 1);
+        e = r == 0   ? nan
+            : r == 1 ? -std::numeric_limits<double>::infinity()
+                     : double(int(r % 4) - 1);
       }
       Tensor x = Tensor::from_vector(v, {2, 3, g.h, g.w}).to(DType::F32).set_requires_grad();
       Tensor y = relu ? relu_max_pool2d(x, g.k, g.s, g.p) : max_pool2d(x, g.k, g.s, g.p);
@@ -105,6 +109,26 @@ TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
             << "output " << k << " of kernel " << g.k[0] << "x" << g.k[1] << (relu ? " relu" : "");
       EXPECT_EQ(got_g, want_g) << "kernel " << g.k[0] << "x" << g.k[1] << (relu ? " relu" : "");
     }
+  }
+}
+
+// A window of −∞ only has no maximum to find: its index (and the gradient) goes to its first
+// element in the plane, as the general loops, the AVX-512 path (rows of 19 outputs) and PyTorch
+// do it.
+TEST(MaxPool2d, WindowsOfMinusInfinityPointAtTheirFirstElement) {
+  for (Pair s : {Pair{2, 2}, Pair{1, 1}}) {
+    const int64_t h = 5, w = 37;
+    Tensor x = Tensor::full({1, 1, h, w}, -std::numeric_limits<double>::infinity(), DType::F32)
+                   .set_requires_grad();
+    Tensor y = max_pool2d(x, {3, 3}, s, {1, 1});
+    sum(y).backward();
+    std::vector<double> want(size_t(h * w), 0.0);
+    for (int64_t i = 0; i < y.shape()[2]; ++i)
+      for (int64_t j = 0; j < y.shape()[3]; ++j)
+        want[size_t(std::max<int64_t>(i * s[0] - 1, 0) * w + std::max<int64_t>(j * s[1] - 1, 0))] +=
+            1;
+    EXPECT_EQ(x.grad().to_double_vector(), want) << "stride " << s[0];
+    for (double v : y.to_double_vector()) EXPECT_EQ(v, -std::numeric_limits<double>::infinity());
   }
 }
 

@@ -1,7 +1,8 @@
 // CPU kernels of 2-D pooling: threads over planes (N·C). The 2x2 stride-2 unpadded case (LeNet,
-// the MNIST CNNs) has its own loop over pairs of rows; other max windows read each row through
-// its stride phases, padded with −∞; 3x3 stride-2 averages sum a zero-padded copy of the plane;
-// the remaining averages clip each window to the plane.
+// the MNIST CNNs) has its own loop over pairs of rows; 3x3 stride-2 windows padded by 1 have an
+// AVX-512 kernel of their own for floats (max_pool_3x3_s2_avx512.h); other max windows read each
+// row through its stride phases, padded with −∞; 3x3 stride-2 averages sum a zero-padded copy of
+// the plane; the remaining averages clip each window to the plane.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +13,9 @@
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
 #include "ops/kernels/pool.h"
+#if defined(__AVX512F__)
+#include "backend/cpu/max_pool_3x3_s2_avx512.h"
+#endif
 
 namespace freight::cpu {
 namespace {
@@ -140,9 +144,26 @@ void split_phases(const T* row, const Pool2dGeometry& g, const PhaseLayout& l, T
   }
 }
 
+// Whether planes of geometry g take a path of their own that needs no PoolScratch.
+template <class T>
+bool own_path(const Pool2dGeometry& g) {
+#if defined(__AVX512F__)
+  if (std::is_same_v<T, float> && is_3x3_s2_p1(g)) return true;
+#endif
+  return is_2x2_s2(g);
+}
+
 template <bool RELU, class T>
 void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scratch, T* y,
                        int32_t* idx) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (is_3x3_s2_p1(g)) {
+      max_forward_3x3_s2_p1_avx512<RELU>(x, g, y, idx);
+      return;
+    }
+  }
+#endif
   if (is_2x2_s2(g)) {
     for (int64_t i = 0; i < g.oh; ++i) {
       const T* a = x + 2 * i * g.w;
@@ -272,7 +293,7 @@ void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor
     int32_t* pi = indices.data<int32_t>();
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
-      PoolScratch<T>* s = is_2x2_s2(g) ? nullptr : &prepared_scratch<T>(g);
+      PoolScratch<T>* s = own_path<T>(g) ? nullptr : &prepared_scratch<T>(g);
       for (int64_t p = b; p < e; ++p) {
         if (relu)
           max_forward_plane<true>(px + p * in, g, s, py + p * out, pi + p * out);
