@@ -5,7 +5,14 @@
 // the split is clearly faster (below) at every larger size of the ladder; when it never is, twice
 // the largest size. Wall time here, not the thread's CPU time that the other peaks use: what a
 // split costs is the wait for the other threads (their start and their join), which is wall time.
-// Each figure is a median of repeated calls, so a preempted call does not move it.
+// Each figure is the median of 15 groups of calls (a preempted group does not move it), and each
+// rung keeps the fastest of three rounds over the ladder: a neighbour's process on the other core
+// of a shared host stretches the wait for the second thread through a whole round, and that wait
+// is the neighbour's, not the machine's. (With the median round, one `--measure` after another
+// on a 2-vCPU EPYC put the convolution threshold at 9.44M or at 1.18M multiply-adds per thread;
+// at 9.44M mnist-cnn's batch-1 step ran on two threads no faster than on one, at 1.18M 1.7 times
+// faster. Taking the fastest group as well made the elementwise threshold jump instead: a lucky
+// group of one-thread calls is as likely as a slow one.)
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -57,8 +64,8 @@ double crossover(const std::vector<double>& work, const std::vector<double>& spl
 }
 
 // Runs `fn(rung)` for every rung under the thresholds `on` (split) and `off` (one thread), in
-// three rounds over the whole ladder, and keeps each rung's median round for either: a slow
-// spell of the machine then moves one round, not the verdict.
+// three rounds over the whole ladder, and keeps each rung's fastest round for either: a slow
+// spell of the machine then moves a round or two, not the verdict.
 template <class Fn>
 void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::vector<double>& split,
             std::vector<double>& one, Fn&& fn) {
@@ -73,9 +80,8 @@ void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::ve
     }
   split.assign(rungs, 0), one.assign(rungs, 0);
   for (size_t i = 0; i < rungs; ++i) {
-    std::sort(s[i].begin(), s[i].end());
-    std::sort(o[i].begin(), o[i].end());
-    split[i] = s[i][kRounds / 2], one[i] = o[i][kRounds / 2];
+    split[i] = *std::min_element(s[i].begin(), s[i].end());
+    one[i] = *std::min_element(o[i].begin(), o[i].end());
   }
 }
 
