@@ -186,6 +186,23 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
   }
 
+  // Leaves with a gradient sink learn whether this pass delivers them one gradient only (an
+  // accumulator with one incoming edge); the guard clears the marks on every way out.
+  struct SoleMarks {
+    std::vector<std::shared_ptr<GradSink>> marked;
+    ~SoleMarks() {
+      for (auto& s : marked) s->sole = false;
+    }
+  } sole_marks;
+  for (auto& [node, count] : deps) {
+    if (!node->accumulates || retain_graph) continue;  // a second pass would see the update
+    auto leaf = node->leaf.lock();
+    if (leaf && leaf->grad_sink && count == 1) {
+      leaf->grad_sink->sole = true;
+      sole_marks.marked.push_back(leaf->grad_sink);
+    }
+  }
+
   std::unordered_map<Node*, std::vector<Tensor>> pending;
   std::unordered_map<Node*, std::shared_ptr<Node>> keep;  // keeps nodes alive while queued
   auto deliver = [&](const Edge& e, const Tensor& g) {
@@ -261,6 +278,25 @@ void set_grad_accumulated_hook(const Tensor& leaf, std::function<void()> hook) {
                 "set_grad_accumulated_hook: the tensor must be a leaf that requires grad (a "
                 "parameter)");
   leaf.impl()->grad_accumulated = std::move(hook);
+}
+
+void set_grad_sink(const Tensor& leaf, std::shared_ptr<GradSink> sink) {
+  if (!sink) {  // removing one never fails (optimizers do it in their destructors)
+    if (leaf.defined()) leaf.impl()->grad_sink = nullptr;
+    return;
+  }
+  FREIGHT_CHECK(leaf.defined() && leaf.impl()->requires_grad && !leaf.impl()->grad_fn,
+                "set_grad_sink: the tensor must be a leaf that requires grad (a parameter)");
+  FREIGHT_CHECK(sink->take_product, "set_grad_sink: the sink has no take_product function");
+  sink->filled = sink->sole = false;
+  leaf.impl()->grad_sink = std::move(sink);
+}
+
+GradSink* sole_grad_sink(const std::weak_ptr<TensorImpl>& leaf) {
+  auto impl = leaf.lock();
+  if (!impl || !impl->grad_sink) return nullptr;
+  GradSink* s = impl->grad_sink.get();
+  return s->sole && !s->filled && !impl->grad.defined() ? s : nullptr;
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {

@@ -37,6 +37,12 @@ struct Node {
   const void* layer = nullptr;      // the LayerScope open when it was recorded (profiling)
 };
 
+// The sink (freight/autograd.h) an op may hand `leaf`'s gradient to during the running backward
+// pass, or null: the leaf is alive and has an unfilled sink, the pass delivers it one gradient
+// only and does not retain the graph, and its grad() is empty. When take_product accepts, the
+// caller sets `filled` and returns no gradient for the leaf.
+GradSink* sole_grad_sink(const std::weak_ptr<TensorImpl>& leaf);
+
 // True when the op must record a node: gradients are enabled and some input requires grad.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);

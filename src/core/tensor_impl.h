@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 
+#include "freight/autograd.h"
 #include "freight/device.h"
 #include "freight/dtype.h"
 #include "freight/shape.h"
@@ -48,6 +49,7 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_acc;  // a leaf's accumulator node, created on first use
   // Runs after each backward pass's final accumulation into `grad` (set_grad_accumulated_hook).
   std::function<void()> grad_accumulated;
+  std::shared_ptr<GradSink> grad_sink;  // set_grad_sink (freight/autograd.h)
 
   char* byte_ptr() const {
     return static_cast<char*>(storage->data) + offset * int64_t(dtype_size(dtype));

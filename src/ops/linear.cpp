@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/autograd_node.h"
+#include "core/tensor_impl.h"
 #include "freight/error.h"
 #include "freight/ops.h"
 #include "ops/kernels/blas.h"
@@ -102,13 +103,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     std::vector<Tensor> inputs{x, weight};
     if (bias.defined()) inputs.push_back(bias);
     size_t n_inputs = inputs.size();
+    // A parameter weight may carry a gradient sink (an optimizer's buffer, freight/autograd.h).
+    std::weak_ptr<TensorImpl> weight_leaf;
+    if (gw && weight.is_leaf()) weight_leaf = weight.impl_ptr();
     record("linear", inputs, {out},
-           [sx, sw, gx, gw, gb, x_shape, out_features, n_inputs](const std::vector<Tensor>& g) {
+           [sx, sw, gx, gw, gb, x_shape, out_features, n_inputs,
+            weight_leaf](const std::vector<Tensor>& g) {
              Tensor go = packed(g[0]).view({-1, out_features});
              std::vector<Tensor> r(n_inputs);
              if (gx) r[0] = gemm_new(go, false, sw, false).view(x_shape);  // dX = dY·W
-             if (gw) r[1] = gemm_new(go, true, sx, false);                  // dW = dYᵀ·X
-             if (gb) r[2] = sum(go, {0});                                   // db = Σ_rows dY
+             if (gw) {  // dW = dYᵀ·X, or its two factors to the weight's sink
+               GradSink* s = sole_grad_sink(weight_leaf);
+               if (s && s->take_product(go, sx))
+                 s->filled = true;
+               else
+                 r[1] = gemm_new(go, true, sx, false);
+             }
+             if (gb) r[2] = sum(go, {0});  // db = Σ_rows dY
              return r;
            });
   }

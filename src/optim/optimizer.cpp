@@ -41,6 +41,11 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, double lr,
   set_lr(lr);
 }
 
+Optimizer::~Optimizer() {
+  for (size_t i = 0; i < sinks_.size(); ++i)
+    if (sinks_[i]) set_grad_sink(params_[i], nullptr);
+}
+
 void Optimizer::set_lr(double lr) {
   FREIGHT_CHECK(std::isfinite(lr) && lr >= 0,
                 fmt::format("{}: invalid learning rate {}", name_, lr));
@@ -66,12 +71,43 @@ StepCounters Optimizer::counters_for(const Batch& b) {
 
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
+  remove_grad_sinks(/*filled_too=*/true);
+  if (!fused_backward_) return;
+  sinks_.assign(params_.size(), nullptr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    sinks_[i] = make_grad_sink(i);
+    if (sinks_[i]) set_grad_sink(params_[i], sinks_[i]);
+  }
 }
 
-Optimizer::Batch Optimizer::gather(bool with_buffers) {
+void Optimizer::set_fused_backward(bool on) {
+  fused_backward_ = on;
+  if (!on) remove_grad_sinks();  // an unfilled sink is dropped; a filled one waits for step()
+}
+
+int64_t Optimizer::updated_in_backward() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < sinks_.size(); ++i)
+    if (sinks_[i] && sinks_[i]->filled) n += params_[i].numel();
+  return n;
+}
+
+void Optimizer::remove_grad_sinks(bool filled_too) {
+  for (size_t i = 0; i < sinks_.size(); ++i)
+    if (sinks_[i] && (filled_too || !sinks_[i]->filled)) {
+      set_grad_sink(params_[i], nullptr);
+      sinks_[i] = nullptr;
+    }
+  bool any = false;
+  for (const auto& s : sinks_) any = any || s;
+  if (!any) sinks_.clear();
+}
+
+Optimizer::Batch Optimizer::gather(bool with_buffers, const std::vector<uint8_t>* skip) {
   Batch b;
   b.buffers.resize(with_buffers ? buffer_names_.size() : 0);
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (skip && (*skip)[i]) continue;
     const Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;  // not reached by backward: skipped, as PyTorch
@@ -212,6 +248,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   set_lr(lr);
   step_counts_.copy_(Tensor::from_vector(steps, {int64_t(steps.size())}));
   buffers_ = std::move(buffers);
+  remove_grad_sinks(/*filled_too=*/true);  // they hold the replaced buffers
 }
 
 }  // namespace freight::optim

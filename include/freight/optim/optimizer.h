@@ -17,6 +17,7 @@
 // it in stream order) and bias corrections, with nothing for the caller to prepare or patch.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,8 +25,10 @@
 #include "freight/tensor.h"
 
 namespace freight {
+struct GradSink;      // freight/autograd.h
 struct StepCounters;  // ops/kernels/optim.h, what the update kernels read and advance
-}
+struct SgdConfig;     // ops/kernels/optim.h
+}  // namespace freight
 
 namespace freight::optim {
 
@@ -33,14 +36,32 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();  // takes its gradient sinks back from the parameters
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Applies one update to every parameter that has a gradient.
   virtual void step() = 0;
-  // Drops every parameter's gradient (the next backward writes fresh ones).
+  // Drops every parameter's gradient (the next backward writes fresh ones). With fused backward
+  // on, also hands the eligible parameters' state to the next backward (below).
   void zero_grad();
+
+  // Fused backward, off by default. Each zero_grad() then lends the parameters whose update the
+  // backend can fuse into their gradient's computation a gradient sink (freight/autograd.h): a
+  // linear layer's weight under SGD (any momentum, dampening, weight decay, Nesterov), a float
+  // matrix on the CPU. Its backward hands the gradient over as the product dYᵀ·X, and the update
+  // runs band of rows by band of rows while each band of the gradient is in cache: the gradient,
+  // an array the size of the weight, is never written out and read back. So that parameter is
+  // updated during backward, not in step(), and its grad() stays empty; the values are SGD's up to
+  // the rounding of the product's bands. The backend declines shapes where that loses (large
+  // batches) and a parameter used twice, or whose layer is not a linear one, takes the usual path.
+  // One backward per step: a second backward before step() would see updated weights (checked at
+  // step()); accumulate gradients with it off. freight train (without data parallelism), bench and
+  // explain turn it on unless FREIGHT_FUSION=0.
+  void set_fused_backward(bool on);
+  bool fused_backward() const { return fused_backward_; }
+  // Elements of the parameters that the last backward already updated (their sinks were taken).
+  int64_t updated_in_backward() const;
 
   double lr() const { return lr_; }
   void set_lr(double lr);
@@ -73,7 +94,8 @@ class Optimizer {
     std::vector<std::vector<Tensor>> buffers;  // [buffer kind][k]
     std::vector<uint8_t> fresh;
   };
-  Batch gather(bool with_buffers);
+  // `skip`: parameters to leave out (entry i set), e.g. those whose sink took the gradient.
+  Batch gather(bool with_buffers, const std::vector<uint8_t>* skip = nullptr);
   void commit(const Batch& b);
   // The learning rate and step counts on the device of `b`'s parameters (moved there with the
   // model if need be), and each parameter's slot: what a subclass's step() hands its kernel.
@@ -85,7 +107,17 @@ class Optimizer {
   std::vector<std::string> buffer_names_;
   std::vector<std::vector<Tensor>> buffers_;  // [buffer kind][parameter], undefined until used
 
+  // Fused backward: the sink parameter i lends to backward (null: it takes the usual path),
+  // called by zero_grad() while fused backward is on.
+  virtual std::shared_ptr<GradSink> make_grad_sink(size_t /*i*/) { return nullptr; }
+  // The armed sinks, per parameter (null where none); step() reads the filled ones.
+  std::vector<std::shared_ptr<GradSink>> sinks_;
+  // Removes the sinks from their parameters: the unfilled ones, or all (a filled one's
+  // gradient is then lost).
+  void remove_grad_sinks(bool filled_too = false);
+
  private:
+  bool fused_backward_ = false;
   Tensor lr_tensor_;    // float64 [1], lr_ on the parameters' device
   Tensor step_counts_;  // int64 [parameters], next to lr_tensor_
 };
@@ -101,7 +133,11 @@ class SGD : public Optimizer {
       double weight_decay = 0, bool nesterov = false);
   void step() override;
 
+ protected:
+  std::shared_ptr<GradSink> make_grad_sink(size_t i) override;
+
  private:
+  SgdConfig config() const;
   double momentum_, dampening_, weight_decay_;
   bool nesterov_;
 };

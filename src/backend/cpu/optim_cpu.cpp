@@ -1,12 +1,17 @@
 // CPU kernels of the optimizers. The parameters of a step are cut into chunks of a few thousand
 // elements and the chunks spread over the threads, so one call balances many small tensors (biases)
 // and a few large ones (weights) alike; each chunk is a vectorised loop.
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/sgemm_call.h"
 #include "ops/kernels/optim.h"
 
 namespace freight::cpu {
@@ -113,6 +118,62 @@ void sgd_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   });
 }
 
+// ---------------------------------------------------------------- SGD inside a linear backward
+// The weight gradient g = gyᵀ·x of a layer with few rows (a small batch) costs little to compute
+// and a lot to move: written out by the product, then read back by sgd_step beside p and the
+// momentum buffer. Here each thread computes a band of g's rows into a scratch band that stays
+// in its core's cache and updates the same rows of p and the buffer at once, so g never reaches
+// memory. Each band's product is single-threaded and reads all of x again, which is why the
+// rows are capped. fcn5's 2048 -> 4096 layer with SGD's momentum, its product and update fused
+// against apart (Zen 4, 2 threads, oneDNN's sgemm in both): 1.1-1.25x faster with 64 rows,
+// 0.9-1.0x with 128, 0.87x with 256; its 4096 -> 1024 layer 1.1x with 64 rows. On a busy host
+// some runs of the 64-row case came out at 0.85-0.95x. Layers whose weights a core's caches
+// hold have nothing to gain.
+constexpr int64_t kFusedMaxRows = 64;
+constexpr int64_t kFusedMinWeights = int64_t(1) << 20;
+constexpr int64_t kFusedBandFloats = int64_t(128) << 10;  // 512 KiB of g per band
+
+bool sgd_step_linear_weight_cpu(const Tensor& gy, const Tensor& x, const Tensor& p,
+                                const Tensor& momentum, bool fresh, const StepCounters& counters,
+                                const SgdConfig& cfg) {
+  if (p.dtype() != DType::F32 || gy.dtype() != DType::F32 || x.dtype() != DType::F32) return false;
+  FREIGHT_CHECK(
+      p.dim() == 2 && gy.dim() == 2 && x.dim() == 2 && gy.size(0) == x.size(0) &&
+          gy.size(1) == p.size(0) && x.size(1) == p.size(1) && p.is_contiguous() &&
+          gy.is_contiguous() && x.is_contiguous() &&
+          (!momentum.defined() || (momentum.shape() == p.shape() && momentum.dtype() == p.dtype() &&
+                                   momentum.is_contiguous())),
+      fmt::format("sgd_step_linear_weight (cpu): the weight {} takes a contiguous "
+                  "output gradient [rows, {}] and input [rows, {}], got {} and {}",
+                  shape_str(p.shape()), p.dim() == 2 ? p.size(0) : -1,
+                  p.dim() == 2 ? p.size(1) : -1, shape_str(gy.shape()), shape_str(x.shape())));
+  const int64_t rows = gy.size(0), out = p.size(0), in = p.size(1);
+  if (rows > kFusedMaxRows || out * in < kFusedMinWeights) return false;
+  advance_steps(counters, 1, "sgd_step_linear_weight");
+  const double lr = *counters.lr.data<double>();
+  const int64_t band = std::clamp<int64_t>(kFusedBandFloats / in, 1, out);
+  const int64_t bands = (out + band - 1) / band;
+  const int threads = int(std::min<int64_t>(omp_in_parallel() ? 1 : omp_get_max_threads(), bands));
+  Tensor scratch = Tensor::empty({threads * band * in}, DType::F32, Device::cpu());
+  const float* a = gy.data<float>();
+  const float* b = x.data<float>();
+  float* pp = p.data<float>();
+  float* mp = momentum.defined() ? momentum.data<float>() : nullptr;
+  float* const scratch_base = scratch.data<float>();
+#pragma omp parallel num_threads(threads)
+  {
+    float* g = scratch_base + omp_get_thread_num() * band * in;
+#pragma omp for schedule(static, 1)
+    for (int64_t j = 0; j < bands; ++j) {
+      const int64_t r0 = j * band, r = std::min(band, out - r0);
+      // g[r0 .. r0 + r) = (gy's columns r0 .. r0 + r)ᵀ · x
+      sgemm(true, false, r, in, rows, 1.0f, a + r0, out, b, in, 0.0f, g, in);
+      sgd_range<float>(pp + r0 * in, g, mp ? mp + r0 * in : nullptr, fresh, 0, r * in, lr, cfg);
+    }
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------- Adam / AdamW
 template <class T>
 void adam_range(T* p, const T* g, T* m, T* v, double lr, double bc1, double bc2, int64_t b,
@@ -164,6 +225,7 @@ void adam_step_cpu(const std::vector<Tensor>& params, const std::vector<Tensor>&
 }  // namespace
 
 FREIGHT_REGISTER_KERNEL(kernels::sgd_step, CPU, sgd_step_cpu);
+FREIGHT_REGISTER_KERNEL(kernels::sgd_step_linear_weight, CPU, sgd_step_linear_weight_cpu);
 FREIGHT_REGISTER_KERNEL(kernels::adam_step, CPU, adam_step_cpu);
 
 }  // namespace freight::cpu

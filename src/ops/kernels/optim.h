@@ -48,6 +48,14 @@ FREIGHT_KERNEL(sgd_step,
                void(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                     const std::vector<Tensor>& momentum, const std::vector<uint8_t>& fresh,
                     const StepCounters& counters, const SgdConfig& cfg));
+// sgd_step for one linear layer's weight p [out, in] whose gradient g = gyᵀ·x (gy [rows, out],
+// x [rows, in], contiguous) is never stored: the update runs band of rows of p by band while the
+// band of g just computed is in cache (Optimizer::set_fused_backward). `momentum` is undefined
+// without momentum. Returns false, having done nothing, for shapes where the backend measured
+// the fusion slower than the product and sgd_step apart.
+FREIGHT_KERNEL(sgd_step_linear_weight,
+               bool(const Tensor& gy, const Tensor& x, const Tensor& param, const Tensor& momentum,
+                    bool fresh, const StepCounters& counters, const SgdConfig& cfg));
 // The bias corrections 1 − β1ᵗ and 1 − β2ᵗ use each parameter's count t after this update
 // (>= 1). exp_avg (m) and exp_avg_sq (v) start at zero.
 FREIGHT_KERNEL(adam_step,
