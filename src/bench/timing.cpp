@@ -10,6 +10,7 @@
 
 #include "freight/autograd.h"
 #include "freight/explain.h"
+#include "freight/nn/container.h"
 #include "freight/random.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
@@ -107,6 +108,7 @@ FreightMeasurement measure_freight(const nn::ModelSpec& spec, int64_t batch, Dev
     model->to(dev);
     model->train();
     auto opt = make_optimizer("sgd", model->parameters(), 0.01, 0.9, 0.0);
+    opt->set_fused_backward(nn::fusion_enabled());  // as freight train runs it
     auto input = [&](int64_t n, Generator& g) {
       Shape s{n};
       s.insert(s.end(), spec.input_shape.begin(), spec.input_shape.end());

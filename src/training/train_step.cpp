@@ -4,6 +4,7 @@
 
 #include "freight/autograd.h"
 #include "freight/error.h"
+#include "freight/nn/container.h"
 #include "freight/training.h"
 #include "ops/kernels/metrics.h"
 
@@ -46,6 +47,10 @@ void TrainStep::begin_group(bool last) {
     reducer_->prepare();  // the gradients become views into the buckets, zeroed
     if (!last) reducer_->hold();
   } else {
+    // Updates inside backward where the optimizer can fuse them (Optimizer::set_fused_backward),
+    // when one backward makes the step: a group of several accumulates gradients first. (Data
+    // parallelism needs them as gradients too, to sum them over the ranks.)
+    opt_.set_fused_backward(last && nn::fusion_enabled());
     opt_.zero_grad();
   }
 }
