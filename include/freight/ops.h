@@ -82,6 +82,9 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair paddi
 Tensor relu_max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 // Average pooling counts the padding zeros in the divisor (PyTorch's count_include_pad=True).
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
+// avg_pool2d(relu(x)) in one pass each way, bit-identical to the pair: what nn::Sequential runs
+// for a ReLU followed by an AvgPool2d.
+Tensor relu_avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 
 // ---- normalisation and regularisation ----
 // x [N, C], [N, C, L] or [N, C, H, W]; statistics per channel C. In training the batch

@@ -34,6 +34,7 @@ FusedPair fused_pair(const Module& m, const Module& next) {
   if ((a == typeid(BatchNorm1d) || a == typeid(BatchNorm2d)) && b == typeid(ReLU))
     return FusedPair::BatchNormRelu;
   if (a == typeid(ReLU) && b == typeid(MaxPool2d)) return FusedPair::ReluMaxPool;
+  if (a == typeid(ReLU) && b == typeid(AvgPool2d)) return FusedPair::ReluAvgPool;
   return FusedPair::None;
 }
 
@@ -66,10 +67,11 @@ Tensor Sequential::forward(const Tensor& x) {
       ++i;
       continue;
     }
-    if (fused == FusedPair::ReluMaxPool) {
+    if (fused == FusedPair::ReluMaxPool || fused == FusedPair::ReluAvgPool) {
       Module& pool = *children[i + 1].second;
       LayerScope scope(&pool);  // the pair's time is the pooling's
-      y = static_cast<MaxPool2d&>(pool).forward_relu(y);
+      y = fused == FusedPair::ReluMaxPool ? static_cast<MaxPool2d&>(pool).forward_relu(y)
+                                          : static_cast<AvgPool2d&>(pool).forward_relu(y);
       ++i;
       continue;
     }

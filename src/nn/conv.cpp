@@ -89,8 +89,8 @@ double Conv2d::flops(const Shape& in) const {
 
 int64_t Conv2d::workspace_bytes(const Shape& in, Device device, bool input_grad) const {
   output_shape(in);  // checks with this layer's name
-  return conv2d_workspace_bytes(in, weight_.shape(), pair(stride_), pair(padding_),
-                                pair(dilation_), weight_.dtype(), device, input_grad);
+  return conv2d_workspace_bytes(in, weight_.shape(), pair(stride_), pair(padding_), pair(dilation_),
+                                weight_.dtype(), device, input_grad);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
@@ -168,6 +168,11 @@ double AvgPool2d::flops(const Shape& in) const {
 Tensor AvgPool2d::forward(const Tensor& x) {
   output_shape(x.shape());
   return avg_pool2d(x, pair(kernel_), pair(stride_), pair(padding_));
+}
+
+Tensor AvgPool2d::forward_relu(const Tensor& x) {
+  output_shape(x.shape());
+  return relu_avg_pool2d(x, pair(kernel_), pair(stride_), pair(padding_));
 }
 
 }  // namespace freight::nn

@@ -107,20 +107,29 @@ Tensor relu_max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) 
   return max_pool2d_impl(x, kernel, stride, padding, true, "relu_max_pool2d");
 }
 
-Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
-  Pool2dGeometry g = pool_geometry(x, kernel, stride, padding, "avg_pool2d");
+namespace {
+
+// avg_pool2d(x), or with `relu` avg_pool2d(relu(x)) in one pass each way: the forward reads x
+// through relu, and the backward applies relu's selection (x > 0) to each input element's
+// gradient as it writes it, from the saved x (what the unfused ReLU would have kept, its output,
+// is the same size). Values and gradients equal the unfused pair's bit for bit: the same sums
+// of the same relu'd values, then relu's own select.
+Tensor avg_pool2d_impl(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool relu,
+                       const char* op) {
+  Pool2dGeometry g = pool_geometry(x, kernel, stride, padding, op);
   DeviceType dev = x.device().type;
   Tensor xp = packed(x.detach());
   Tensor y = Tensor::empty(pooled_shape(x, g), x.dtype(), x.device());
-  if (y.numel() > 0) kernels::avg_pool2d_forward(dev, xp, g, y);
+  if (y.numel() > 0) kernels::avg_pool2d_forward(dev, xp, g, relu, y);
   if (needs_grad({&x})) {
     Shape in_shape = x.shape();
-    record("avg_pool2d", {x}, {y}, [g, in_shape](const std::vector<Tensor>& go) {
+    Tensor mask_source = relu ? xp : Tensor();
+    record(op, {x}, {y}, [g, in_shape, mask_source](const std::vector<Tensor>& go) {
       Tensor gy = packed(go[0]);
       Tensor gx = Tensor::empty(in_shape, gy.dtype(), gy.device());
       if (gx.numel() > 0) {
         if (gy.numel() > 0)
-          kernels::avg_pool2d_backward(gy.device().type, gy, g, gx);
+          kernels::avg_pool2d_backward(gy.device().type, gy, g, mask_source, gx);
         else
           gx.zero_();
       }
@@ -128,6 +137,16 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
     });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  return avg_pool2d_impl(x, kernel, stride, padding, false, "avg_pool2d");
+}
+
+Tensor relu_avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  return avg_pool2d_impl(x, kernel, stride, padding, true, "relu_avg_pool2d");
 }
 
 }  // namespace freight

@@ -186,6 +186,10 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
           mark_fused(out[row], prev_name);  // the ReLU runs inside the BatchNorm before it
         else
           mark_fused(out[prev_row], cname);  // the ReLU runs inside the pooling after it
+        if (fused == nn::FusedPair::ReluAvgPool) {
+          out[prev_row].fused_keeps_input = true;
+          out[row].bwd_bytes += kF32 * numel(out[row].input);  // relu's mask, read from x
+        }
         prev = nullptr;
         continue;
       }

@@ -1,4 +1,5 @@
-// Op table entries: max_pool2d, relu_max_pool2d (a ReLU fused before it) and avg_pool2d with
+// Op table entries: max_pool2d, relu_max_pool2d (a ReLU fused before it), avg_pool2d and
+// relu_avg_pool2d with
 // default and explicit strides, padding, non-square and overlapping windows, 3-D and 4-D inputs.
 #include <algorithm>
 #include <numeric>
@@ -13,13 +14,13 @@ struct PoolArgs {
   Pair kernel, stride{0, 0}, padding{0, 0};
 };
 
-enum class Pool { Max, ReluMax, Avg };
+enum class Pool { Max, ReluMax, Avg, ReluAvg };
 
 // The naive pooling: for every output pixel, scan the window over the padded plane (padding
-// never wins a maximum and adds zeros to an average over all kh·kw positions). ReluMax takes the
-// maximum of relu(x).
+// never wins a maximum and adds zeros to an average over all kh·kw positions). ReluMax and
+// ReluAvg read relu(x).
 Tensor ref_pool(const Tensor& x, const PoolArgs& a, Pool kind) {
-  const bool max = kind != Pool::Avg;
+  const bool max = kind == Pool::Max || kind == Pool::ReluMax;
   const Shape& s = x.shape();
   int64_t H = s[s.size() - 2], W = s.back();
   int64_t planes = x.numel() / (H * W);
@@ -36,7 +37,7 @@ Tensor ref_pool(const Tensor& x, const PoolArgs& a, Pool kind) {
             int64_t ih = i * sh - a.padding[0] + r, iw = j * sw - a.padding[1] + c;
             if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
             double e = v[(p * H + ih) * W + iw];
-            if (kind == Pool::ReluMax) e = std::max(e, 0.0);
+            if (kind == Pool::ReluMax || kind == Pool::ReluAvg) e = std::max(e, 0.0);
             acc = max ? std::max(acc, e) : acc + e;
           }
         out.push_back(max ? acc : acc / double(kh * kw));
@@ -84,6 +85,8 @@ OpCase pool_case(std::string name, Pool kind, std::vector<std::vector<Shape>> sh
         return max_pool2d(in[0], a.kernel, a.stride, a.padding);
       case Pool::ReluMax:
         return relu_max_pool2d(in[0], a.kernel, a.stride, a.padding);
+      case Pool::ReluAvg:
+        return relu_avg_pool2d(in[0], a.kernel, a.stride, a.padding);
       case Pool::Avg:
         break;
     }
@@ -91,7 +94,7 @@ OpCase pool_case(std::string name, Pool kind, std::vector<std::vector<Shape>> sh
   };
   c.reference = [a, kind](const Inputs& in) { return ref_pool(in[0], a, kind); };
   if (kind == Pool::Max) c.make_inputs = distinct_inputs;
-  if (kind == Pool::ReluMax) c.make_inputs = distinct_off_zero_inputs;
+  if (kind == Pool::ReluMax || kind == Pool::ReluAvg) c.make_inputs = distinct_off_zero_inputs;
   c.f32_atol = 1e-5;
   c.flops = [a](const std::vector<Shape>& s) {  // one operation per window element
     return double(shape_numel(s[0])) * double(a.kernel[0] * a.kernel[1]) /
@@ -125,6 +128,12 @@ FREIGHT_OP_CASES({
               {{3, 3}, {2, 2}, {1, 1}}),
     pool_case("avg_pool2d_rect_overlap", Pool::Avg, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),
     pool_case("avg_pool2d_global", Pool::Avg, {{{2, 4, 8, 8}}}, {{8, 8}}),
+    pool_case("relu_avg_pool2d", Pool::ReluAvg, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}}, {{2, 2}},
+              {{{64, 6, 28, 28}}}),
+    pool_case("relu_avg_pool2d_3x3_s2_pad", Pool::ReluAvg, {{{2, 2, 7, 7}}, {{1, 3, 8, 6}}},
+              {{3, 3}, {2, 2}, {1, 1}}, {{{64, 32, 16, 16}}}),
+    pool_case("relu_avg_pool2d_rect_overlap", Pool::ReluAvg, {{{2, 2, 5, 7}}},
+              {{2, 3}, {1, 2}, {1, 1}}),
 });
 
 }  // namespace

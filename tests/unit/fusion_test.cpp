@@ -1,7 +1,7 @@
 // Sequential's fusions, a BatchNorm followed by a ReLU (batch_norm_relu) and a ReLU followed by
-// a MaxPool2d (relu_max_pool2d): a fused pair must give the unfused ops' outputs, gradients and
-// running statistics bit for bit, in training and in evaluation, and must really be fused (its
-// output comes from the fused op).
+// a MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d): a fused pair must give the
+// unfused ops' outputs, gradients and running statistics bit for bit, in training and in
+// evaluation, and must really be fused (its output comes from the fused op).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -36,6 +36,16 @@ nn::ModulePtr conv_relu_pool_net() {
       std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(4, 3, 3, 1, 1),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(3, 1, 1),
       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(3 * 3 * 2, 3)});
+}
+
+// The same with average pooling: AlexNet's 3x3 stride 2 padding 1 (the CPU kernel's padded
+// path), then 2x2 over an odd plane (the general path, whose windows leave a column out).
+nn::ModulePtr conv_relu_avg_pool_net() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(2, 4, 3, 1, 1), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::AvgPool2d>(3, 2, 1), std::make_shared<nn::Conv2d>(4, 3, 3, 1, 1),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::AvgPool2d>(2),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(3, 3)});
 }
 
 struct Observed {
@@ -96,6 +106,38 @@ TEST(Fusion, ReluMaxPoolIsBitIdenticalToTheUnfusedPair) {
   }
 }
 
+TEST(Fusion, ReluAvgPoolIsBitIdenticalToTheUnfusedPair) {
+  FusionGuard guard;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Observed fused = run(true, dtype, conv_relu_avg_pool_net),
+             plain = run(false, dtype, conv_relu_avg_pool_net);
+    EXPECT_EQ(fused.out, plain.out);
+    ASSERT_EQ(fused.grads.size(), plain.grads.size());
+    for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], plain.grads[i]) << i;
+  }
+}
+
+// relu(NaN) is 0 and relu's gradient there is 0: the fused average reads the NaN as 0 and sends
+// it no gradient, as the pair does; a plain avg_pool2d would return NaN.
+TEST(Fusion, ReluAvgPoolReadsNanAsZeroLikeTheUnfusedPair) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::vector<double>> values, grads;
+  for (bool fused : {true, false}) {
+    Tensor x = Tensor::from_vector(std::vector<double>{nan, 0.5, -1.0, 0.25, 1.0, -2.0, 3.0, 0.0},
+                                   {1, 2, 2, 2});
+    x.set_requires_grad(true);
+    Tensor y = fused ? relu_avg_pool2d(x, {2, 2}) : avg_pool2d(relu(x), {2, 2});
+    sum(mul(y, Tensor::from_vector(std::vector<double>{4.0, 8.0}, {1, 2, 1, 1}))).backward();
+    values.push_back(y.to_double_vector());
+    grads.push_back(x.grad().to_double_vector());
+  }
+  EXPECT_EQ(values[0], (std::vector<double>{0.1875, 1.0}));
+  EXPECT_EQ(values[0], values[1]);
+  EXPECT_EQ(grads[0], (std::vector<double>{0, 1, 0, 1, 2, 0, 2, 0}));
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 // relu(NaN) is 0, so a NaN in a window does not win the fused pooling's maximum as it would win
 // a plain max_pool2d's: the pair's answer, not the pooling's.
 TEST(Fusion, ReluMaxPoolReadsNanAsZeroLikeTheUnfusedPair) {
@@ -138,6 +180,12 @@ TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   EXPECT_EQ(std::string(pool_net(image).grad_fn()->name), "relu_max_pool2d");
   nn::set_fusion(false);
   EXPECT_EQ(std::string(pool_net(image).grad_fn()->name), "max_pool2d");
+
+  nn::Sequential avg_net{std::make_shared<nn::ReLU>(), std::make_shared<nn::AvgPool2d>(2)};
+  nn::set_fusion(true);
+  EXPECT_EQ(std::string(avg_net(image).grad_fn()->name), "relu_avg_pool2d");
+  nn::set_fusion(false);
+  EXPECT_EQ(std::string(avg_net(image).grad_fn()->name), "avg_pool2d");
 }
 
 // A ReLU subclass with its own forward is not the ReLU the fused kernels apply: it runs itself.

@@ -84,6 +84,9 @@ class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0);
   Tensor forward(const Tensor& x) override;
+  // forward(relu(x)) in one pass each way (relu_avg_pool2d): what Sequential runs for a ReLU
+  // followed by an AvgPool2d.
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // kh·kw additions per output element

@@ -349,12 +349,23 @@ AvgScratch<T>& avg_scratch(const Pool2dGeometry& g) {
   s.rows.resize(size_t(hp * g.ow));
   return s;
 }
+// relu(v) as the ReLU op computes it (NaN reads as 0), or v.
 template <class T>
-void avg_forward_3x3_s2(const T* x, const Pool2dGeometry& g, AvgScratch<T>& s, T scale, T* y) {
+inline T read_relu(T v, bool relu) {
+  return relu ? (v > T(0) ? v : T(0)) : v;
+}
+
+template <class T>
+void avg_forward_3x3_s2(const T* x, const Pool2dGeometry& g, AvgScratch<T>& s, T scale, bool relu,
+                        T* y) {
   const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, ow = g.ow;
   T* pad = s.padded.data();
-  for (int64_t r = 0; r < g.h; ++r)
-    std::copy(x + r * g.w, x + (r + 1) * g.w, pad + (r + g.ph) * wp + g.pw);
+  for (int64_t r = 0; r < g.h; ++r) {
+    const T* src = x + r * g.w;
+    T* dst = pad + (r + g.ph) * wp + g.pw;
+#pragma omp simd
+    for (int64_t c = 0; c < g.w; ++c) dst[c] = read_relu(src[c], relu);
+  }
   for (int64_t r = 0; r < hp; ++r) {
     const T* a = pad + r * wp;
     T* out = s.rows.data() + r * ow;
@@ -400,7 +411,7 @@ void avg_backward_3x3_s2(const T* gy, const Pool2dGeometry& g, AvgScratch<T>& s,
   }
 }
 
-void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
+void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y) {
   dispatch_floating(x.dtype(), "avg_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x.data_ptr());
@@ -413,7 +424,7 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
         const T* xp = px + p * in;
         T* yp = py + p * out;
         if (s) {
-          avg_forward_3x3_s2(xp, g, *s, scale, yp);
+          avg_forward_3x3_s2(xp, g, *s, scale, relu, yp);
           continue;
         }
         if (is_2x2_s2(g)) {
@@ -423,7 +434,9 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
             T* yr = yp + i * g.ow;
 #pragma omp simd
             for (int64_t j = 0; j < g.ow; ++j)
-              yr[j] = (a[2 * j] + a[2 * j + 1] + b[2 * j] + b[2 * j + 1]) * scale;
+              yr[j] = (read_relu(a[2 * j], relu) + read_relu(a[2 * j + 1], relu) +
+                       read_relu(b[2 * j], relu) + read_relu(b[2 * j + 1], relu)) *
+                      scale;
           }
           continue;
         }
@@ -432,7 +445,7 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
             const Window win = window(g, i, j);
             T s = 0;
             for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c) s += xp[r * g.w + c];
+              for (int64_t c = win.c0; c < win.c1; ++c) s += read_relu(xp[r * g.w + c], relu);
             yp[i * g.ow + j] = s * scale;
           }
       }
@@ -440,43 +453,63 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
   });
 }
 
-void avg_backward_cpu(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx) {
+// One plane's input gradient, without relu's selection.
+template <class T>
+void avg_backward_plane(const T* gp, const Pool2dGeometry& g, AvgScratch<T>* s, T scale, T* xp) {
+  if (s) {
+    avg_backward_3x3_s2(gp, g, *s, scale, xp);
+    return;
+  }
+  if (is_2x2_s2(g) && g.h % 2 == 0 && g.w % 2 == 0) {  // windows tile the plane
+    for (int64_t i = 0; i < g.oh; ++i) {
+      T* a = xp + 2 * i * g.w;
+      T* b = a + g.w;
+      const T* gr = gp + i * g.ow;
+#pragma omp simd
+      for (int64_t j = 0; j < g.ow; ++j) {
+        const T v = gr[j] * scale;
+        a[2 * j] = v, a[2 * j + 1] = v, b[2 * j] = v, b[2 * j + 1] = v;
+      }
+    }
+    return;
+  }
+  std::fill(xp, xp + g.h * g.w, T(0));
+  for (int64_t i = 0; i < g.oh; ++i)
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const Window win = window(g, i, j);
+      const T v = gp[i * g.ow + j] * scale;
+      for (int64_t r = win.r0; r < win.r1; ++r)
+        for (int64_t c = win.c0; c < win.c1; ++c) xp[r * g.w + c] += v;
+    }
+}
+
+// relu's backward on a plane of the input gradient just written (still in cache): an element
+// whose input was not positive gets 0, as relu's own kernel selects.
+template <class T>
+void select_relu(const T* x, int64_t n, T* gx) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > T(0) ? gx[i] : T(0);
+}
+
+void avg_backward_cpu(const Tensor& gy, const Pool2dGeometry& g, const Tensor& relu_input,
+                      Tensor& gx) {
   dispatch_floating(gy.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = static_cast<const T*>(gy.data_ptr());
     T* px = static_cast<T*>(gx.data_ptr());
+    FREIGHT_CHECK(
+        !relu_input.defined() || (relu_input.numel() == gx.numel() &&
+                                  relu_input.dtype() == gx.dtype() && relu_input.is_contiguous()),
+        "avg_pool2d_backward (cpu): relu's input must be packed like the gradient");
+    const T* pr = relu_input.defined() ? static_cast<const T*>(relu_input.data_ptr()) : nullptr;
     const int64_t in = g.h * g.w, out = g.oh * g.ow;
     const T scale = T(1) / T(g.kh * g.kw);
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
       AvgScratch<T>* s = is_3x3_s2(g) ? &avg_scratch<T>(g) : nullptr;
       for (int64_t p = b; p < e; ++p) {
         T* xp = px + p * in;
-        const T* gp = pg + p * out;
-        if (s) {
-          avg_backward_3x3_s2(gp, g, *s, scale, xp);
-          continue;
-        }
-        if (is_2x2_s2(g) && g.h % 2 == 0 && g.w % 2 == 0) {  // windows tile the plane
-          for (int64_t i = 0; i < g.oh; ++i) {
-            T* a = xp + 2 * i * g.w;
-            T* b = a + g.w;
-            const T* gr = gp + i * g.ow;
-#pragma omp simd
-            for (int64_t j = 0; j < g.ow; ++j) {
-              const T v = gr[j] * scale;
-              a[2 * j] = v, a[2 * j + 1] = v, b[2 * j] = v, b[2 * j + 1] = v;
-            }
-          }
-          continue;
-        }
-        std::fill(xp, xp + in, T(0));
-        for (int64_t i = 0; i < g.oh; ++i)
-          for (int64_t j = 0; j < g.ow; ++j) {
-            const Window win = window(g, i, j);
-            const T v = gp[i * g.ow + j] * scale;
-            for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c) xp[r * g.w + c] += v;
-          }
+        avg_backward_plane(pg + p * out, g, s, scale, xp);
+        if (pr) select_relu(pr + p * in, in, xp);
       }
     });
   });

@@ -75,7 +75,7 @@ __global__ void max_pool_backward_kernel(const T* gy, const int32_t* idx, Pool2d
 }
 
 template <class T>
-__global__ void avg_pool_forward_kernel(const T* x, Pool2dGeometry g, T scale, T* y) {
+__global__ void avg_pool_forward_kernel(const T* x, Pool2dGeometry g, T scale, bool relu, T* y) {
   const int64_t total = g.planes * g.oh * g.ow;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -85,13 +85,18 @@ __global__ void avg_pool_forward_kernel(const T* x, Pool2dGeometry g, T scale, T
     const T* xp = x + p * g.h * g.w;
     T s = 0;
     for (int64_t r = rows.lo; r < rows.hi; ++r)
-      for (int64_t c = cols.lo; c < cols.hi; ++c) s += xp[r * g.w + c];
+      for (int64_t c = cols.lo; c < cols.hi; ++c) {
+        const T v = xp[r * g.w + c];
+        s += relu ? (v > T(0) ? v : T(0)) : v;  // relu as its own kernel: NaN reads as 0
+      }
     y[e] = s * scale;
   }
 }
 
+// relu_input (null without relu): relu's backward selection on the way out.
 template <class T>
-__global__ void avg_pool_backward_kernel(const T* gy, Pool2dGeometry g, T scale, T* gx) {
+__global__ void avg_pool_backward_kernel(const T* gy, Pool2dGeometry g, T scale,
+                                         const T* relu_input, T* gx) {
   const int64_t total = g.planes * g.h * g.w;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -102,7 +107,7 @@ __global__ void avg_pool_backward_kernel(const T* gy, Pool2dGeometry g, T scale,
     T acc = 0;
     for (int64_t i = wi.lo; i < wi.hi; ++i)
       for (int64_t j = wj.lo; j < wj.hi; ++j) acc += gp[i * g.ow + j] * scale;
-    gx[e] = acc;
+    gx[e] = relu_input && !(relu_input[e] > T(0)) ? T(0) : acc;
   }
 }
 
@@ -147,7 +152,7 @@ void max_backward_cuda(const Tensor& gy, const Tensor& indices, const Pool2dGeom
   });
 }
 
-void avg_forward_cuda(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
+void avg_forward_cuda(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y) {
   check_packed("avg_pool2d_forward", {&x, &y});
   const int64_t total = g.planes * g.oh * g.ow;
   if (total == 0) return;
@@ -157,13 +162,18 @@ void avg_forward_cuda(const Tensor& x, const Pool2dGeometry& g, Tensor& y) {
     using T = decltype(tag);
     const T scale = T(1) / T(g.kh * g.kw);  // as the CPU: the full window, in T
     avg_pool_forward_kernel<T><<<blocks_for(total), 256, 0, stream(dev)>>>(
-        static_cast<const T*>(x.data_ptr()), g, scale, static_cast<T*>(y.data_ptr()));
+        static_cast<const T*>(x.data_ptr()), g, scale, relu, static_cast<T*>(y.data_ptr()));
     FREIGHT_CUDA_CHECK_LAUNCH();
   });
 }
 
-void avg_backward_cuda(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx) {
+void avg_backward_cuda(const Tensor& gy, const Pool2dGeometry& g, const Tensor& relu_input,
+                       Tensor& gx) {
   check_packed("avg_pool2d_backward", {&gy, &gx});
+  FREIGHT_CHECK(!relu_input.defined() ||
+                    (relu_input.is_contiguous() && relu_input.numel() == gx.numel() &&
+                     relu_input.dtype() == gx.dtype() && relu_input.device() == gx.device()),
+                "avg_pool2d_backward (cuda): relu's input must be packed like the gradient");
   const int64_t total = g.planes * g.h * g.w;
   if (total == 0) return;
   const int dev = gx.device().index;
@@ -172,7 +182,9 @@ void avg_backward_cuda(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx) {
     using T = decltype(tag);
     const T scale = T(1) / T(g.kh * g.kw);
     avg_pool_backward_kernel<T><<<blocks_for(total), 256, 0, stream(dev)>>>(
-        static_cast<const T*>(gy.data_ptr()), g, scale, static_cast<T*>(gx.data_ptr()));
+        static_cast<const T*>(gy.data_ptr()), g, scale,
+        relu_input.defined() ? static_cast<const T*>(relu_input.data_ptr()) : nullptr,
+        static_cast<T*>(gx.data_ptr()));
     FREIGHT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -28,9 +28,15 @@ FREIGHT_KERNEL(max_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g
 // gx = 0, then gx[plane][indices] += gy (windows may overlap); an index of −1 routes nothing.
 FREIGHT_KERNEL(max_pool2d_backward,
                void(const Tensor& gy, const Tensor& indices, const Pool2dGeometry& g, Tensor& gx));
-// y = the sum of each window / (kh·kw): padding counts as zeros in the divisor too.
-FREIGHT_KERNEL(avg_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g, Tensor& y));
-// gx[p] = Σ over the windows containing p of gy / (kh·kw).
-FREIGHT_KERNEL(avg_pool2d_backward, void(const Tensor& gy, const Pool2dGeometry& g, Tensor& gx));
+// y = the sum of each window / (kh·kw): padding counts as zeros in the divisor too. With
+// `relu`, the window is read through relu(v) = v > 0 ? v : 0 (NaN reads as 0): y is
+// avg_pool2d(relu(x)) (relu_avg_pool2d in ops.h).
+FREIGHT_KERNEL(avg_pool2d_forward,
+               void(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y));
+// gx[p] = Σ over the windows containing p of gy / (kh·kw). With `relu_input` defined (the x of a
+// relu forward), then gx[p] = x[p] > 0 ? gx[p] : 0: relu's backward on the way out, as its own
+// kernel would select (an element whose input was not positive gets 0, whatever its sum).
+FREIGHT_KERNEL(avg_pool2d_backward, void(const Tensor& gy, const Pool2dGeometry& g,
+                                         const Tensor& relu_input, Tensor& gx));
 }  // namespace kernels
 }  // namespace freight
