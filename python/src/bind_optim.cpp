@@ -28,6 +28,10 @@ void bind_optim(py::module_& m) {
           },
           "One update of every parameter that has a gradient.")
       .def("zero_grad", &Optimizer::zero_grad, "Drops every parameter's gradient.")
+      .def_property("fused_backward", &Optimizer::fused_backward, &Optimizer::set_fused_backward,
+                    "Update SGD's large linear weights inside backward, band by band, as "
+                    "freight.train does (off by default; one backward per step, and those "
+                    "weights keep no .grad).")
       .def_property("lr", &Optimizer::lr, &Optimizer::set_lr)
       .def_property_readonly("name", &Optimizer::name)
       .def_property_readonly("params", &Optimizer::params)

@@ -38,6 +38,9 @@ std::shared_ptr<GradSink> SGD::make_grad_sink(size_t i) {
   auto sink = std::make_shared<GradSink>();
   sink->take_product = [this, i](const Tensor& gy, const Tensor& x) {
     const Tensor& p = params_[i];
+    // The model may have moved since zero_grad() lent the sink.
+    if (gy.device() != p.device() || !kernels::sgd_step_linear_weight.has(p.device().type))
+      return false;
     Tensor buf;
     bool fresh = false;
     if (momentum_ != 0) {
