@@ -82,11 +82,13 @@ Observed run(bool fuse, DType dtype, nn::ModulePtr (*make_net)() = conv_bn_relu_
   return r;
 }
 
-TEST(Fusion, BatchNormReluIsBitIdenticalToTheUnfusedPair) {
+// The network built by `make_net`, fused and not, in both float types: the same outputs,
+// gradients and buffers (running statistics), bit for bit.
+void expect_fusion_is_bit_identical(nn::ModulePtr (*make_net)()) {
   FusionGuard guard;
   for (DType dtype : {DType::F32, DType::F64}) {
     SCOPED_TRACE(dtype_name(dtype));
-    Observed fused = run(true, dtype), plain = run(false, dtype);
+    Observed fused = run(true, dtype, make_net), plain = run(false, dtype, make_net);
     EXPECT_EQ(fused.out, plain.out);
     ASSERT_EQ(fused.grads.size(), plain.grads.size());
     for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], plain.grads[i]) << i;
@@ -94,44 +96,43 @@ TEST(Fusion, BatchNormReluIsBitIdenticalToTheUnfusedPair) {
   }
 }
 
+TEST(Fusion, BatchNormReluIsBitIdenticalToTheUnfusedPair) {
+  expect_fusion_is_bit_identical(conv_bn_relu_net);
+}
+
 TEST(Fusion, ReluMaxPoolIsBitIdenticalToTheUnfusedPair) {
-  FusionGuard guard;
-  for (DType dtype : {DType::F32, DType::F64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    Observed fused = run(true, dtype, conv_relu_pool_net),
-             plain = run(false, dtype, conv_relu_pool_net);
-    EXPECT_EQ(fused.out, plain.out);
-    ASSERT_EQ(fused.grads.size(), plain.grads.size());
-    for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], plain.grads[i]) << i;
-  }
+  expect_fusion_is_bit_identical(conv_relu_pool_net);
 }
 
 TEST(Fusion, ReluAvgPoolIsBitIdenticalToTheUnfusedPair) {
-  FusionGuard guard;
-  for (DType dtype : {DType::F32, DType::F64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    Observed fused = run(true, dtype, conv_relu_avg_pool_net),
-             plain = run(false, dtype, conv_relu_avg_pool_net);
-    EXPECT_EQ(fused.out, plain.out);
-    ASSERT_EQ(fused.grads.size(), plain.grads.size());
-    for (size_t i = 0; i < fused.grads.size(); ++i) EXPECT_EQ(fused.grads[i], plain.grads[i]) << i;
+  expect_fusion_is_bit_identical(conv_relu_avg_pool_net);
+}
+
+// A fused pooling and the pair relu-then-pool on 2x2 windows of `x` [1, 2, 2, 2] (NaN among
+// them), each output's gradient the `weight` of its channel: the values and input gradients of
+// both, [0] fused and [1] the pair.
+using Pool2x2 = Tensor (*)(const Tensor&, Pair, Pair, Pair);
+std::pair<std::vector<std::vector<double>>, std::vector<std::vector<double>>> fused_and_pair(
+    Pool2x2 fused_pool, Pool2x2 pool, std::vector<double> x_values, std::vector<double> weight) {
+  std::vector<std::vector<double>> values, grads;
+  for (bool fused : {true, false}) {
+    Tensor x = Tensor::from_vector(x_values, {1, 2, 2, 2});
+    x.set_requires_grad(true);
+    Tensor y =
+        fused ? fused_pool(x, {2, 2}, {0, 0}, {0, 0}) : pool(relu(x), {2, 2}, {0, 0}, {0, 0});
+    sum(mul(y, Tensor::from_vector(weight, {1, 2, 1, 1}))).backward();
+    values.push_back(y.to_double_vector());
+    grads.push_back(x.grad().to_double_vector());
   }
+  return {values, grads};
 }
 
 // relu(NaN) is 0 and relu's gradient there is 0: the fused average reads the NaN as 0 and sends
 // it no gradient, as the pair does; a plain avg_pool2d would return NaN.
 TEST(Fusion, ReluAvgPoolReadsNanAsZeroLikeTheUnfusedPair) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<std::vector<double>> values, grads;
-  for (bool fused : {true, false}) {
-    Tensor x = Tensor::from_vector(std::vector<double>{nan, 0.5, -1.0, 0.25, 1.0, -2.0, 3.0, 0.0},
-                                   {1, 2, 2, 2});
-    x.set_requires_grad(true);
-    Tensor y = fused ? relu_avg_pool2d(x, {2, 2}) : avg_pool2d(relu(x), {2, 2});
-    sum(mul(y, Tensor::from_vector(std::vector<double>{4.0, 8.0}, {1, 2, 1, 1}))).backward();
-    values.push_back(y.to_double_vector());
-    grads.push_back(x.grad().to_double_vector());
-  }
+  auto [values, grads] = fused_and_pair(relu_avg_pool2d, avg_pool2d,
+                                        {nan, 0.5, -1.0, 0.25, 1.0, -2.0, 3.0, 0.0}, {4.0, 8.0});
   EXPECT_EQ(values[0], (std::vector<double>{0.1875, 1.0}));
   EXPECT_EQ(values[0], values[1]);
   EXPECT_EQ(grads[0], (std::vector<double>{0, 1, 0, 1, 2, 0, 2, 0}));
@@ -142,16 +143,8 @@ TEST(Fusion, ReluAvgPoolReadsNanAsZeroLikeTheUnfusedPair) {
 // a plain max_pool2d's: the pair's answer, not the pooling's.
 TEST(Fusion, ReluMaxPoolReadsNanAsZeroLikeTheUnfusedPair) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<std::vector<double>> values, grads;
-  for (bool fused : {true, false}) {
-    Tensor x = Tensor::from_vector(std::vector<double>{nan, 0.5, -1.0, 0.25, nan, -2.0, -3.0, -4.0},
-                                   {1, 2, 2, 2});
-    x.set_requires_grad(true);
-    Tensor y = fused ? relu_max_pool2d(x, {2, 2}) : max_pool2d(relu(x), {2, 2});
-    sum(mul(y, Tensor::from_vector(std::vector<double>{3.0, 5.0}, {1, 2, 1, 1}))).backward();
-    values.push_back(y.to_double_vector());
-    grads.push_back(x.grad().to_double_vector());
-  }
+  auto [values, grads] = fused_and_pair(relu_max_pool2d, max_pool2d,
+                                        {nan, 0.5, -1.0, 0.25, nan, -2.0, -3.0, -4.0}, {3.0, 5.0});
   EXPECT_EQ(values[0], (std::vector<double>{0.5, 0.0}));
   EXPECT_EQ(values[0], values[1]);
   EXPECT_EQ(grads[0], (std::vector<double>{0, 3, 0, 0, 0, 0, 0, 0}));
