@@ -103,7 +103,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     std::vector<Tensor> inputs{x, weight};
     if (bias.defined()) inputs.push_back(bias);
     size_t n_inputs = inputs.size();
-    // A parameter weight may carry a gradient sink (an optimizer's buffer, freight/autograd.h).
+    // A parameter weight may carry a gradient sink (an optimizer's update that takes dW as its
+    // factors, freight/autograd.h).
     std::weak_ptr<TensorImpl> weight_leaf;
     if (gw && weight.is_leaf()) weight_leaf = weight.impl_ptr();
     record("linear", inputs, {out},
