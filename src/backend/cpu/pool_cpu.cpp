@@ -349,22 +349,16 @@ AvgScratch<T>& avg_scratch(const Pool2dGeometry& g) {
   s.rows.resize(size_t(hp * g.ow));
   return s;
 }
-// relu(v) as the ReLU op computes it (NaN reads as 0), or v.
-template <class T>
-inline T read_relu(T v, bool relu) {
-  return relu ? (v > T(0) ? v : T(0)) : v;
-}
-
-template <class T>
-void avg_forward_3x3_s2(const T* x, const Pool2dGeometry& g, AvgScratch<T>& s, T scale, bool relu,
-                        T* y) {
+// With RELU the values are read through relu (read<RELU>, as the max pooling reads them).
+template <bool RELU, class T>
+void avg_forward_3x3_s2(const T* x, const Pool2dGeometry& g, AvgScratch<T>& s, T scale, T* y) {
   const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, ow = g.ow;
   T* pad = s.padded.data();
   for (int64_t r = 0; r < g.h; ++r) {
     const T* src = x + r * g.w;
     T* dst = pad + (r + g.ph) * wp + g.pw;
 #pragma omp simd
-    for (int64_t c = 0; c < g.w; ++c) dst[c] = read_relu(src[c], relu);
+    for (int64_t c = 0; c < g.w; ++c) dst[c] = read<RELU>(src[c]);
   }
   for (int64_t r = 0; r < hp; ++r) {
     const T* a = pad + r * wp;
@@ -411,6 +405,36 @@ void avg_backward_3x3_s2(const T* gy, const Pool2dGeometry& g, AvgScratch<T>& s,
   }
 }
 
+// One plane's average pooling, its values read through relu with RELU.
+template <bool RELU, class T>
+void avg_forward_plane(const T* xp, const Pool2dGeometry& g, AvgScratch<T>* s, T scale, T* yp) {
+  if (s) {
+    avg_forward_3x3_s2<RELU>(xp, g, *s, scale, yp);
+    return;
+  }
+  if (is_2x2_s2(g)) {
+    for (int64_t i = 0; i < g.oh; ++i) {
+      const T* a = xp + 2 * i * g.w;
+      const T* b = a + g.w;
+      T* yr = yp + i * g.ow;
+#pragma omp simd
+      for (int64_t j = 0; j < g.ow; ++j)
+        yr[j] = (read<RELU>(a[2 * j]) + read<RELU>(a[2 * j + 1]) + read<RELU>(b[2 * j]) +
+                 read<RELU>(b[2 * j + 1])) *
+                scale;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < g.oh; ++i)
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const Window win = window(g, i, j);
+      T sum = 0;
+      for (int64_t r = win.r0; r < win.r1; ++r)
+        for (int64_t c = win.c0; c < win.c1; ++c) sum += read<RELU>(xp[r * g.w + c]);
+      yp[i * g.ow + j] = sum * scale;
+    }
+}
+
 void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y) {
   dispatch_floating(x.dtype(), "avg_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
@@ -421,33 +445,10 @@ void avg_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
       AvgScratch<T>* s = is_3x3_s2(g) ? &avg_scratch<T>(g) : nullptr;
       for (int64_t p = b; p < e; ++p) {
-        const T* xp = px + p * in;
-        T* yp = py + p * out;
-        if (s) {
-          avg_forward_3x3_s2(xp, g, *s, scale, relu, yp);
-          continue;
-        }
-        if (is_2x2_s2(g)) {
-          for (int64_t i = 0; i < g.oh; ++i) {
-            const T* a = xp + 2 * i * g.w;
-            const T* b = a + g.w;
-            T* yr = yp + i * g.ow;
-#pragma omp simd
-            for (int64_t j = 0; j < g.ow; ++j)
-              yr[j] = (read_relu(a[2 * j], relu) + read_relu(a[2 * j + 1], relu) +
-                       read_relu(b[2 * j], relu) + read_relu(b[2 * j + 1], relu)) *
-                      scale;
-          }
-          continue;
-        }
-        for (int64_t i = 0; i < g.oh; ++i)
-          for (int64_t j = 0; j < g.ow; ++j) {
-            const Window win = window(g, i, j);
-            T s = 0;
-            for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c) s += read_relu(xp[r * g.w + c], relu);
-            yp[i * g.ow + j] = s * scale;
-          }
+        if (relu)
+          avg_forward_plane<true>(px + p * in, g, s, scale, py + p * out);
+        else
+          avg_forward_plane<false>(px + p * in, g, s, scale, py + p * out);
       }
     });
   });
