@@ -36,7 +36,8 @@ ParallelThresholds parallel_thresholds();
 void set_parallel_thresholds(const ParallelThresholds& t);
 
 // Applies the thresholds cached for this machine and build by `freight devices --measure`, if
-// any; returns whether there were some. Never measures.
+// any and if they were measured with the cores free (DevicePeaks::parallel_contended); returns
+// whether it applied them. Never measures.
 bool use_cached_parallel_thresholds();
 
 }  // namespace freight

@@ -121,7 +121,9 @@ json to_json(const DevicePeaks& p) {
   if (p.parallel_measured)
     j["parallel"] = {{"conv_macs_per_thread", p.parallel.conv_macs_per_thread},
                      {"gemm_macs_per_thread", p.parallel.gemm_macs_per_thread},
-                     {"elementwise_per_thread", p.parallel.elementwise_per_thread}};
+                     {"elementwise_per_thread", p.parallel.elementwise_per_thread},
+                     {"contended", p.parallel_contended},
+                     {"measured_at", p.parallel_measured_at}};
   return j;
 }
 
@@ -159,6 +161,8 @@ DevicePeaks from_json(const json& j, const std::string& key) {
     p.parallel.gemm_macs_per_thread = t.at("gemm_macs_per_thread").get<double>();
     p.parallel.elementwise_per_thread = t.at("elementwise_per_thread").get<int64_t>();
     p.parallel_measured = true;
+    p.parallel_contended = t.value("contended", false);
+    p.parallel_measured_at = t.value("measured_at", p.measured_at);
   }
   return p;
 }
@@ -236,6 +240,18 @@ bool load_peaks(const std::string& key, const std::string& path, DevicePeaks& ou
   return true;
 }
 
+namespace {
+// The cached entry under `key`, if there is a readable one: a corrupt cache only means there is
+// nothing to keep (save_peaks then writes over it).
+bool load_earlier(const std::string& key, DevicePeaks& out) {
+  try {
+    return load_peaks(key, peaks_cache_path(), out);
+  } catch (const Error&) {
+    return false;
+  }
+}
+}  // namespace
+
 DevicePeaks measure_peaks(Device device) {
   if (device.is_cuda()) {
     std::string why;
@@ -260,15 +276,25 @@ DevicePeaks measure_peaks(Device device) {
   if (device.is_cpu()) {
     p.launch_s = p.op_s;
     // Before the efficiencies, which are then measured with the thread split in force. On one
-    // thread there is nothing to split: the thresholds in force stay.
+    // thread there is nothing to split: the thresholds in force stay. A measurement that never
+    // saw the cores free is a neighbour's: the cached entry's thresholds are kept when they were
+    // measured with the cores free, else those in force stay.
     if (num_threads() >= 2) {
-      p.parallel = profile::measure_parallel_thresholds();
+      p.parallel = profile::measure_parallel_thresholds(p.parallel_contended);
       p.parallel_measured = true;
-      set_parallel_thresholds(p.parallel);
+      DevicePeaks before;
+      if (p.parallel_contended && load_earlier(p.key, before) && before.parallel_measured &&
+          !before.parallel_contended) {
+        p.parallel = before.parallel;
+        p.parallel_contended = false;
+        p.parallel_measured_at = before.parallel_measured_at;
+      }
+      if (!p.parallel_contended) set_parallel_thresholds(p.parallel);
     }
   }
   profile::measure_efficiency(device, p);
   p.measured_at = utc_now();
+  if (p.parallel_measured && p.parallel_measured_at.empty()) p.parallel_measured_at = p.measured_at;
   try {
     save_peaks(p, peaks_cache_path());
   } catch (const Error&) {
@@ -279,7 +305,8 @@ DevicePeaks measure_peaks(Device device) {
 
 bool use_cached_parallel_thresholds() {
   DevicePeaks p;
-  if (!load_peaks(peaks_key(Device::cpu()), peaks_cache_path(), p) || !p.parallel_measured)
+  if (!load_peaks(peaks_key(Device::cpu()), peaks_cache_path(), p) || !p.parallel_measured ||
+      p.parallel_contended)
     return false;
   set_parallel_thresholds(p.parallel);
   return true;

@@ -21,8 +21,14 @@ void measure_efficiency(Device device, DevicePeaks& peaks);
 
 // Where splitting CPU kernels over threads starts to pay on this machine, measured on all threads
 // (parallel_calibration.cpp); the defaults with one thread. Leaves the thresholds in force as
-// they were.
-ParallelThresholds measure_parallel_thresholds();
+// they were. `contended`: no round of some ladder ran with every core free (another process held
+// one throughout), so the figures are the neighbour's as much as the machine's.
+ParallelThresholds measure_parallel_thresholds(bool& contended);
+
+// Each rung's fastest time over the rounds of a ladder (`rounds[r][rung]`) of the highest grade
+// among them (`grade[r]`: how well the cores served that round, parallel_calibration.cpp).
+std::vector<double> fastest_rounds(const std::vector<std::vector<double>>& rounds,
+                                   const std::vector<int>& grade);
 
 using timing_stats::fit_overhead;
 using timing_stats::median;

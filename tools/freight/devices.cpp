@@ -68,7 +68,20 @@ void print_peaks(const DevicePeaks& p) {
              p.device.is_cpu() ? "framework overhead per op" : "through Freight");
   fmt::print("           tiny op, tape  {} (recorded for autograd: forward + backward node)\n",
              micro(p.train_op_s));
-  if (p.parallel_measured)
+  if (p.parallel_measured && p.parallel_contended)
+    fmt::print(
+        "           thread split   not used: another process held a core through every round\n"
+        "                          (measured {});\n"
+        "                          in force: {}.\n"
+        "                          Measure again on a quiet machine.\n",
+        p.parallel.describe(), parallel_thresholds().describe());
+  else if (p.parallel_measured && p.parallel_measured_at != p.measured_at)
+    fmt::print(
+        "           thread split   from {}\n"
+        "                          (kept from {}: another process held a core through every "
+        "round of this measurement)\n",
+        p.parallel.describe(), p.parallel_measured_at);
+  else if (p.parallel_measured)
     fmt::print("           thread split   from {} (where splitting beat one thread)\n",
                p.parallel.describe());
   if (!p.efficiency.empty()) {
