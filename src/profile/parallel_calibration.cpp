@@ -134,7 +134,9 @@ void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::ve
             std::vector<double>& one, bool& contended, Fn&& fn) {
   constexpr int kGood = 3, kMaxRounds = 8;
   constexpr double kFree = 1.3;
-  const int threads = num_threads();
+  // More threads than the machine has run in turns whoever else is there: probe the cores only.
+  const int threads =
+      std::min(num_threads(), std::max(1, int(std::thread::hardware_concurrency())));
   std::vector<std::vector<double>> s, o;
   std::vector<int> grade;
   int n_good = 0;
