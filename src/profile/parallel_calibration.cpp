@@ -18,6 +18,7 @@
 // graded and retried (`ladder`), and a calibration that never saw the cores free says so
 // (`contended`) instead of caching what a neighbour did.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -100,7 +101,19 @@ double core_wait_ratio(int threads) {
   return median(ratios);
 }
 
+// The probe in use: core_wait_ratio, or a test's (set_core_wait_probe).
+std::atomic<double (*)(int)> g_probe{nullptr};
+
+double probe_cores(int threads) {
+  double (*probe)(int) = g_probe.load();
+  return probe ? probe(threads) : core_wait_ratio(threads);
+}
+
 }  // namespace
+
+void set_core_wait_probe(double (*probe)(int threads)) {
+  g_probe = probe;
+}
 
 std::vector<double> fastest_rounds(const std::vector<std::vector<double>>& rounds,
                                    const std::vector<int>& grade) {
@@ -141,7 +154,7 @@ void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::ve
   std::vector<int> grade;
   int n_good = 0;
   for (int r = 0; r < kMaxRounds && n_good < kGood; ++r) {
-    const bool free_before = core_wait_ratio(threads) < kFree;
+    const bool free_before = probe_cores(threads) < kFree;
     s.emplace_back(rungs), o.emplace_back(rungs);
     for (size_t i = 0; i < rungs; ++i) {
       set_parallel_thresholds(on);
@@ -149,7 +162,7 @@ void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::ve
       set_parallel_thresholds(off);
       o.back()[i] = wall_seconds([&] { fn(i); });
     }
-    const bool free = free_before && core_wait_ratio(threads) < kFree;
+    const bool free = free_before && probe_cores(threads) < kFree;
     grade.push_back(!free ? 0 : s.back().back() < 0.95 * o.back().back() ? 2 : 1);
     if (grade.back() == 2)
       ++n_good;

@@ -25,6 +25,11 @@ void measure_efficiency(Device device, DevicePeaks& peaks);
 // one throughout), so the figures are the neighbour's as much as the machine's.
 ParallelThresholds measure_parallel_thresholds(bool& contended);
 
+// Replaces the probe that tells whether another process holds a core (parallel_calibration.cpp:
+// all threads' time over one thread's on the same arithmetic; 1.3 or more is busy), for tests
+// that need a contended measurement; nullptr restores it.
+void set_core_wait_probe(double (*probe)(int threads));
+
 // Each rung's fastest time over the rounds of a ladder (`rounds[r][rung]`) of the highest grade
 // among them (`grade[r]`: how well the cores served that round, parallel_calibration.cpp).
 std::vector<double> fastest_rounds(const std::vector<std::vector<double>>& rounds,

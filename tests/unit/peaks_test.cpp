@@ -232,6 +232,43 @@ TEST_F(Peaks, MeasuringTheCpuGivesSaneFiguresAndCachesThem) {
   set_parallel_thresholds(saved);  // the other tests run with the defaults
 }
 
+// A measurement during which another process held a core throughout (the probe forced to say
+// so) keeps the cached entry's clean thresholds; without one it records its own as contended and
+// leaves those in force alone.
+TEST_F(Peaks, AContendedMeasurementKeepsTheEarlierCleanSplitOrIsNotUsed) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: nothing to split";
+  const ParallelThresholds saved = parallel_thresholds();
+  struct Busy {
+    Busy() {
+      profile::set_core_wait_probe([](int) { return 2.0; });
+    }
+    ~Busy() { profile::set_core_wait_probe(nullptr); }
+  } busy;
+  DevicePeaks earlier = fake(peaks_key(Device::cpu()));
+  earlier.device = Device::cpu();
+  earlier.parallel = {123456, 4321, 777};
+  earlier.parallel_measured = true;
+  earlier.parallel_measured_at = "2001-02-03T04:05:06Z";
+  save_peaks(earlier, file_);
+  DevicePeaks p = measure_peaks(Device::cpu());
+  EXPECT_FALSE(p.parallel_contended);
+  EXPECT_EQ(p.parallel, earlier.parallel);
+  EXPECT_EQ(p.parallel_measured_at, earlier.parallel_measured_at);
+  EXPECT_NE(p.measured_at, earlier.measured_at);  // the rest is measured anew
+  EXPECT_EQ(parallel_thresholds(), earlier.parallel);
+  DevicePeaks cached;
+  ASSERT_TRUE(load_peaks(p.key, file_, cached));
+  EXPECT_EQ(cached.parallel_measured_at, earlier.parallel_measured_at);
+
+  set_parallel_thresholds(saved);
+  fs::remove(file_);  // nothing earlier to keep
+  p = measure_peaks(Device::cpu());
+  EXPECT_TRUE(p.parallel_contended);
+  EXPECT_EQ(parallel_thresholds(), saved);
+  EXPECT_FALSE(use_cached_parallel_thresholds());
+  set_parallel_thresholds(saved);
+}
+
 TEST_F(Peaks, MeasuringOneThreadLeavesTheThreadSplitAlone) {
   const ParallelThresholds saved = parallel_thresholds();
   const int threads = num_threads();
