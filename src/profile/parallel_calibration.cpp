@@ -6,14 +6,14 @@
 // the largest size. Wall time here, not the thread's CPU time that the other peaks use: what a
 // split costs is the wait for the other threads (their start and their join), which is wall time.
 // Each figure is the median of 15 groups of calls (a preempted group does not move it), and each
-// rung keeps the fastest of three rounds over the ladder: a neighbour's process on the other core
-// of a shared host stretches the wait for the second thread through a whole round, and that wait
-// is the neighbour's, not the machine's. (With the median round, one `--measure` after another
+// rung keeps its fastest round over the ladder: a neighbour's process on the other core of a
+// shared host stretches the wait for the second thread through a whole round, and that wait is
+// the neighbour's, not the machine's. (With the median round, one `--measure` after another
 // on a 2-vCPU EPYC put the convolution threshold at 9.44M or at 1.18M multiply-adds per thread;
 // at 9.44M mnist-cnn's batch-1 step ran on two threads no faster than on one, at 1.18M 1.7 times
 // faster. Taking the fastest group as well made the elementwise threshold jump instead: a lucky
 // group of one-thread calls is as likely as a slow one.)
-// Three rounds back to back still fall inside one bad spell, which lasts seconds: the threshold
+// Three rounds back to back still fell inside one bad spell, which lasts seconds: the threshold
 // then came out at "never" in about a third of the measurements on that EPYC. So the rounds are
 // graded and retried (`ladder`), and a calibration that never saw the cores free says so
 // (`contended`) instead of caching what a neighbour did.
@@ -77,7 +77,7 @@ float chain(int64_t steps, float a) {
   return a;
 }
 
-// How much longer `threads` threads take than one to run the same chain each (about 100 µs of
+// How much longer `threads` threads take than one to run the same chain each (tens of µs of
 // it): about 1 when every core is free; while another process holds a core, the thread waiting
 // for it stretches the parallel run to the scheduler's slices. The median of 9 adjacent pairs.
 double core_wait_ratio(int threads) {
@@ -136,12 +136,13 @@ namespace {
 // a pause after any other. Each rung keeps its fastest round of the best grade reached
 // (fastest_rounds); `contended` is set when every round was grade 0.
 //
-// Grade 2 is there for the placement of a virtual machine's CPUs, which its host changes every
-// few seconds: on the 2-vCPU EPYC the probe read the cores free throughout while the split ran
-// at 0.7 times one thread's time at the top rung in most processes, 1.04 in some (a split that
-// never pays) and 1.5-1.6 in others, where the two vCPUs were far apart (a cache line took
-// 320 ns to go to the other thread and back, against 60 ns). The threshold is the machine's
-// when its CPUs sit well; a run that starts while they sit badly loses to one thread at batch 1.
+// Grade 2 is there for spells in which both threads compute at full rate but work split over
+// shared data is slow: on the 2-vCPU EPYC (a virtual machine) the probe read the cores free
+// throughout while the split ran at 0.7 times one thread's time at the top rung in most
+// processes, and at 1.04 or 1.5-1.7 times in others, for seconds at a time. The cause is outside
+// the guest (a cache line's round trip between the two threads read 60 to 1100 ns from one
+// process to the next, with no clear link to the split's speed). The threshold is the machine's
+// in its good spells; a run that meets a bad one can lose to one thread at batch 1.
 template <class Fn>
 void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::vector<double>& split,
             std::vector<double>& one, bool& contended, Fn&& fn) {
