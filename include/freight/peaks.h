@@ -72,10 +72,10 @@ struct DevicePeaks {
   // cache written before Freight measured them, and on a GPU.
   ParallelThresholds parallel;
   bool parallel_measured = false;
-  // No round of the measurement ran with every core free: another process held one throughout,
-  // and splitting looked worse than it is. measure_peaks then keeps the thresholds of the entry
-  // it replaces when those were measured with the cores free (parallel_measured_at says when);
-  // else it records the contended figures but they are not put in force
+  // No round of one of the measurement's ladders ran with every core free: another process held
+  // one throughout, and splitting looked worse than it is. measure_peaks then keeps the thresholds
+  // of the entry it replaces when those were measured with the cores free (parallel_measured_at
+  // says when); else it records the contended figures but they are not put in force
   // (use_cached_parallel_thresholds). `freight devices --measure` on a quiet machine mends it.
   bool parallel_contended = false;
   std::string parallel_measured_at;  // UTC, ISO 8601: this measurement's, or the one kept

@@ -117,10 +117,15 @@ void set_core_wait_probe(double (*probe)(int threads)) {
 
 std::vector<double> fastest_rounds(const std::vector<std::vector<double>>& rounds,
                                    const std::vector<int>& grade) {
-  const int top = grade.empty() ? 0 : *std::max_element(grade.begin(), grade.end());
+  // The best grade that two rounds reached (one lucky round alone does not decide), or the
+  // worst when fewer than two rounds ran.
+  int top = grade.empty() ? 0 : *std::min_element(grade.begin(), grade.end());
+  for (int g : grade)
+    if (g > top && std::count_if(grade.begin(), grade.end(), [&](int x) { return x >= g; }) >= 2)
+      top = g;
   std::vector<double> best;
   for (size_t r = 0; r < rounds.size(); ++r) {
-    if (grade[r] != top) continue;
+    if (grade[r] < top) continue;
     if (best.empty()) best.assign(rounds[r].size(), INFINITY);
     for (size_t i = 0; i < best.size(); ++i) best[i] = std::min(best[i], rounds[r].at(i));
   }
@@ -133,8 +138,8 @@ namespace {
 // after round over the whole ladder, and grades each round: 0 when another process held a core
 // before or after it (core_wait_ratio at 1.3 or more), 1 when the cores were free, 2 when the
 // split also won at the top rung. Rounds go on until three reached grade 2, at most eight, with
-// a pause after any other. Each rung keeps its fastest round of the best grade reached
-// (fastest_rounds); `contended` is set when every round was grade 0.
+// a pause after any other. Each rung keeps its fastest round among those of the best grade that
+// two rounds reached, or better (fastest_rounds); `contended` is set when every round was grade 0.
 //
 // Grade 2 is there for spells in which both threads compute at full rate but work split over
 // shared data is slow: on the 2-vCPU EPYC (a virtual machine) the probe read the cores free
@@ -148,9 +153,9 @@ void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::ve
             std::vector<double>& one, bool& contended, Fn&& fn) {
   constexpr int kGood = 3, kMaxRounds = 8;
   constexpr double kFree = 1.3;
-  // More threads than the machine has run in turns whoever else is there: probe the cores only.
-  const int threads =
-      std::min(num_threads(), std::max(1, int(std::thread::hardware_concurrency())));
+  // More threads than the process may run on at once take turns whoever else is there: probe
+  // the cores it has (omp_get_num_procs follows the CPU affinity, as a container's cpuset sets it).
+  const int threads = std::min(num_threads(), std::max(1, omp_get_num_procs()));
   std::vector<std::vector<double>> s, o;
   std::vector<int> grade;
   int n_good = 0;
@@ -167,7 +172,7 @@ void ladder(size_t rungs, ParallelThresholds on, ParallelThresholds off, std::ve
     grade.push_back(!free ? 0 : s.back().back() < 0.95 * o.back().back() ? 2 : 1);
     if (grade.back() == 2)
       ++n_good;
-    else
+    else if (r + 1 < kMaxRounds)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   split = fastest_rounds(s, grade);

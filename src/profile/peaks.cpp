@@ -162,7 +162,8 @@ DevicePeaks from_json(const json& j, const std::string& key) {
     p.parallel.elementwise_per_thread = t.at("elementwise_per_thread").get<int64_t>();
     p.parallel_measured = true;
     p.parallel_contended = t.value("contended", false);
-    p.parallel_measured_at = t.value("measured_at", p.measured_at);
+    p.parallel_measured_at = t.value("measured_at", std::string());
+    if (p.parallel_measured_at.empty()) p.parallel_measured_at = p.measured_at;
   }
   return p;
 }
@@ -242,7 +243,7 @@ bool load_peaks(const std::string& key, const std::string& path, DevicePeaks& ou
 
 namespace {
 // The cached entry under `key`, if there is a readable one: a corrupt cache only means there is
-// nothing to keep (save_peaks then writes over it).
+// nothing to keep.
 bool load_earlier(const std::string& key, DevicePeaks& out) {
   try {
     return load_peaks(key, peaks_cache_path(), out);

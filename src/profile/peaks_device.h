@@ -21,8 +21,8 @@ void measure_efficiency(Device device, DevicePeaks& peaks);
 
 // Where splitting CPU kernels over threads starts to pay on this machine, measured on all threads
 // (parallel_calibration.cpp); the defaults with one thread. Leaves the thresholds in force as
-// they were. `contended`: no round of some ladder ran with every core free (another process held
-// one throughout), so the figures are the neighbour's as much as the machine's.
+// they were. `contended`: no round of one of the ladders ran with every core free (another
+// process held one throughout), so the figures are the neighbour's as much as the machine's.
 ParallelThresholds measure_parallel_thresholds(bool& contended);
 
 // Replaces the probe that tells whether another process holds a core (parallel_calibration.cpp:
@@ -30,8 +30,9 @@ ParallelThresholds measure_parallel_thresholds(bool& contended);
 // that need a contended measurement; nullptr restores it.
 void set_core_wait_probe(double (*probe)(int threads));
 
-// Each rung's fastest time over the rounds of a ladder (`rounds[r][rung]`) of the highest grade
-// among them (`grade[r]`: how well the cores served that round, parallel_calibration.cpp).
+// Each rung's fastest time over the rounds of a ladder (`rounds[r][rung]`) whose grade (`grade[r]`:
+// how well the cores served that round, parallel_calibration.cpp) is at least the best one that
+// two rounds reached; over all of them when fewer than two rounds ran.
 std::vector<double> fastest_rounds(const std::vector<std::vector<double>>& rounds,
                                    const std::vector<int>& grade);
 

@@ -157,7 +157,10 @@ TEST_F(Peaks, EachRungKeepsItsFastestRoundOfTheBestGrade) {
   // Round 1 ran while a neighbour held a core: its times are not the machine's.
   const std::vector<std::vector<double>> rounds = {{3, 9}, {1, 2}, {4, 7}};
   EXPECT_EQ(profile::fastest_rounds(rounds, {2, 0, 2}), (std::vector<double>{3, 7}));
-  EXPECT_EQ(profile::fastest_rounds(rounds, {1, 0, 2}), (std::vector<double>{4, 7}));
+  // One round alone does not decide: with one grade-2 round, the grade-1 round joins it.
+  EXPECT_EQ(profile::fastest_rounds(rounds, {1, 0, 2}), (std::vector<double>{3, 7}));
+  EXPECT_EQ(profile::fastest_rounds(rounds, {0, 1, 2}), (std::vector<double>{1, 2}));
+  EXPECT_EQ(profile::fastest_rounds({{4, 7}, {3, 9}}, {2, 2}), (std::vector<double>{3, 7}));
   // All of one grade (every round contended, say): the fastest of all.
   EXPECT_EQ(profile::fastest_rounds(rounds, {0, 0, 0}), (std::vector<double>{1, 2}));
 }

@@ -71,15 +71,16 @@ void print_peaks(const DevicePeaks& p) {
   if (p.parallel_measured && p.parallel_contended)
     fmt::print(
         "           thread split   not used: another process held a core through every round\n"
-        "                          (measured {});\n"
+        "                          of a ladder (measured {});\n"
         "                          in force: {}.\n"
         "                          Measure again on a quiet machine.\n",
         p.parallel.describe(), parallel_thresholds().describe());
-  else if (p.parallel_measured && p.parallel_measured_at != p.measured_at)
+  else if (p.parallel_measured && !p.parallel_measured_at.empty() &&
+           p.parallel_measured_at != p.measured_at)
     fmt::print(
         "           thread split   from {}\n"
         "                          (kept from {}: another process held a core through every "
-        "round of this measurement)\n",
+        "round of a ladder of this measurement)\n",
         p.parallel.describe(), p.parallel_measured_at);
   else if (p.parallel_measured)
     fmt::print("           thread split   from {} (where splitting beat one thread)\n",
