@@ -35,6 +35,7 @@ FusedPair fused_pair(const Module& m, const Module& next) {
     return FusedPair::BatchNormRelu;
   if (a == typeid(ReLU) && b == typeid(MaxPool2d)) return FusedPair::ReluMaxPool;
   if (a == typeid(ReLU) && b == typeid(AvgPool2d)) return FusedPair::ReluAvgPool;
+  if (a == typeid(MaxPool2d) && b == typeid(ReLU)) return FusedPair::MaxPoolRelu;
   return FusedPair::None;
 }
 
@@ -61,9 +62,10 @@ Tensor Sequential::forward(const Tensor& x) {
     Module& m = *children[i].second;
     const FusedPair fused =
         i + 1 < children.size() ? fused_pair(m, *children[i + 1].second) : FusedPair::None;
-    if (fused == FusedPair::BatchNormRelu) {
-      LayerScope scope(&m);  // the pair's time is the BatchNorm's
-      y = static_cast<BatchNorm&>(m).forward_relu(y);
+    if (fused == FusedPair::BatchNormRelu || fused == FusedPair::MaxPoolRelu) {
+      LayerScope scope(&m);  // the pair's time is the first layer's
+      y = fused == FusedPair::BatchNormRelu ? static_cast<BatchNorm&>(m).forward_relu(y)
+                                            : static_cast<MaxPool2d&>(m).forward_then_relu(y);
       ++i;
       continue;
     }

@@ -137,6 +137,11 @@ Tensor MaxPool2d::forward_relu(const Tensor& x) {
   return relu_max_pool2d(x, pair(kernel_), pair(stride_), pair(padding_));
 }
 
+Tensor MaxPool2d::forward_then_relu(const Tensor& x) {
+  output_shape(x.shape());
+  return max_pool2d_relu(x, pair(kernel_), pair(stride_), pair(padding_));
+}
+
 AvgPool2d::AvgPool2d(Size2 kernel, Size2 stride, Size2 padding)
     : Module("AvgPool2d"),
       kernel_(kernel),

@@ -63,12 +63,14 @@ Shape pooled_shape(const Tensor& x, const Pool2dGeometry& g) {
 
 namespace {
 
-// max_pool2d(x), or with `relu` max_pool2d(relu(x)) in one pass each way: the forward reads x
-// through relu, and the backward's routing indices leave out the windows whose maximum is 0,
-// where relu's gradient would be 0 (kernels::max_pool2d_forward). Values and gradients equal the
-// unfused pair's bit for bit: the maximum of relu'd values is the same number, found at the same
-// first position, and the gradient reaching an element is the same sum in the same order.
-Tensor max_pool2d_impl(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool relu,
+// max_pool2d(x); with relu Input max_pool2d(relu(x)), with relu Output relu(max_pool2d(x)), in
+// one pass each way: the forward reads x through relu or writes y through it, and the backward's
+// routing indices leave out the windows whose output is 0, where relu's gradient would be 0
+// (kernels::max_pool2d_forward). Values and gradients equal the unfused pair's bit for bit: the
+// maximum of relu'd values is the same number, found at the same first position (Input); relu
+// of the maximum is relu's own output and stops where relu's gradient would (Output); and the
+// gradient reaching an element is the same sum in the same order.
+Tensor max_pool2d_impl(const Tensor& x, Pair kernel, Pair stride, Pair padding, PoolRelu relu,
                        const char* op) {
   Pool2dGeometry g = pool_geometry(x, kernel, stride, padding, op);
   FREIGHT_CHECK(
@@ -100,11 +102,15 @@ Tensor max_pool2d_impl(const Tensor& x, Pair kernel, Pair stride, Pair padding, 
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
-  return max_pool2d_impl(x, kernel, stride, padding, false, "max_pool2d");
+  return max_pool2d_impl(x, kernel, stride, padding, PoolRelu::None, "max_pool2d");
 }
 
 Tensor relu_max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
-  return max_pool2d_impl(x, kernel, stride, padding, true, "relu_max_pool2d");
+  return max_pool2d_impl(x, kernel, stride, padding, PoolRelu::Input, "relu_max_pool2d");
+}
+
+Tensor max_pool2d_relu(const Tensor& x, Pair kernel, Pair stride, Pair padding) {
+  return max_pool2d_impl(x, kernel, stride, padding, PoolRelu::Output, "max_pool2d_relu");
 }
 
 namespace {

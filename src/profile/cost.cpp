@@ -182,8 +182,8 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
       s = cm->output_shape(s);
       const nn::FusedPair fused = prev ? nn::fused_pair(*prev, *cm) : nn::FusedPair::None;
       if (fused != nn::FusedPair::None) {
-        if (fused == nn::FusedPair::BatchNormRelu)
-          mark_fused(out[row], prev_name);  // the ReLU runs inside the BatchNorm before it
+        if (fused == nn::FusedPair::BatchNormRelu || fused == nn::FusedPair::MaxPoolRelu)
+          mark_fused(out[row], prev_name);  // the ReLU runs inside the layer before it
         else
           mark_fused(out[prev_row], cname);  // the ReLU runs inside the pooling after it
         if (fused == nn::FusedPair::ReluAvgPool) {

@@ -49,7 +49,8 @@ void add_terms(Terms& t, double flops, double bytes, double gemms, double ops, d
 // output, relu the sign of it; gelu and silu their input); pooling only indices (max) or nothing
 // (average); dropout its byte mask; views nothing of their own. A ReLU fused into a batch norm
 // keeps nothing (the batch norm recomputes its sign from its own input), nor one fused into a
-// max pooling (the pooling's indices carry its mask); one fused into an average pooling keeps
+// max pooling before or after it (the pooling's indices carry its mask); one fused into an
+// average pooling keeps
 // its input (the mask's source), as much as it would have kept of its output.
 bool keeps_input(const LayerCost& c) {
   if (c.fused_keeps_input) return true;

@@ -1,6 +1,6 @@
-// Op table entries: max_pool2d, relu_max_pool2d (a ReLU fused before it), avg_pool2d and
-// relu_avg_pool2d with
-// default and explicit strides, padding, non-square and overlapping windows, 3-D and 4-D inputs.
+// Op table entries: max_pool2d, relu_max_pool2d (a ReLU fused before it), max_pool2d_relu (one
+// fused after it), avg_pool2d and relu_avg_pool2d with default and explicit strides, padding,
+// non-square and overlapping windows, 3-D and 4-D inputs.
 #include <algorithm>
 #include <numeric>
 
@@ -14,13 +14,13 @@ struct PoolArgs {
   Pair kernel, stride{0, 0}, padding{0, 0};
 };
 
-enum class Pool { Max, ReluMax, Avg, ReluAvg };
+enum class Pool { Max, ReluMax, MaxRelu, Avg, ReluAvg };
 
 // The naive pooling: for every output pixel, scan the window over the padded plane (padding
 // never wins a maximum and adds zeros to an average over all kh·kw positions). ReluMax and
-// ReluAvg read relu(x).
+// ReluAvg read relu(x); MaxRelu writes relu of the maximum.
 Tensor ref_pool(const Tensor& x, const PoolArgs& a, Pool kind) {
-  const bool max = kind == Pool::Max || kind == Pool::ReluMax;
+  const bool max = kind == Pool::Max || kind == Pool::ReluMax || kind == Pool::MaxRelu;
   const Shape& s = x.shape();
   int64_t H = s[s.size() - 2], W = s.back();
   int64_t planes = x.numel() / (H * W);
@@ -40,6 +40,7 @@ Tensor ref_pool(const Tensor& x, const PoolArgs& a, Pool kind) {
             if (kind == Pool::ReluMax || kind == Pool::ReluAvg) e = std::max(e, 0.0);
             acc = max ? std::max(acc, e) : acc + e;
           }
+        if (kind == Pool::MaxRelu) acc = std::max(acc, 0.0);
         out.push_back(max ? acc : acc / double(kh * kw));
       }
   Shape os = s;
@@ -85,6 +86,8 @@ OpCase pool_case(std::string name, Pool kind, std::vector<std::vector<Shape>> sh
         return max_pool2d(in[0], a.kernel, a.stride, a.padding);
       case Pool::ReluMax:
         return relu_max_pool2d(in[0], a.kernel, a.stride, a.padding);
+      case Pool::MaxRelu:
+        return max_pool2d_relu(in[0], a.kernel, a.stride, a.padding);
       case Pool::ReluAvg:
         return relu_avg_pool2d(in[0], a.kernel, a.stride, a.padding);
       case Pool::Avg:
@@ -94,7 +97,8 @@ OpCase pool_case(std::string name, Pool kind, std::vector<std::vector<Shape>> sh
   };
   c.reference = [a, kind](const Inputs& in) { return ref_pool(in[0], a, kind); };
   if (kind == Pool::Max) c.make_inputs = distinct_inputs;
-  if (kind == Pool::ReluMax || kind == Pool::ReluAvg) c.make_inputs = distinct_off_zero_inputs;
+  if (kind == Pool::ReluMax || kind == Pool::MaxRelu || kind == Pool::ReluAvg)
+    c.make_inputs = distinct_off_zero_inputs;
   c.f32_atol = 1e-5;
   c.flops = [a](const std::vector<Shape>& s) {  // one operation per window element
     return double(shape_numel(s[0])) * double(a.kernel[0] * a.kernel[1]) /
@@ -115,6 +119,12 @@ FREIGHT_OP_CASES({
               {{3, 3}, {2, 2}, {1, 1}}, {{{64, 32, 32, 32}}}),
     pool_case("relu_max_pool2d_3x3_s2_pad_wide", Pool::ReluMax, {{{2, 2, 7, 35}}},
               {{3, 3}, {2, 2}, {1, 1}}, {{{64, 32, 32, 32}}}),
+    // AlexNet-CIFAR's first pooling, followed by its ReLU.
+    pool_case("max_pool2d_relu_3x3_s2_pad_wide", Pool::MaxRelu, {{{2, 2, 7, 35}}, {{1, 3, 8, 6}}},
+              {{3, 3}, {2, 2}, {1, 1}}, {{{64, 32, 32, 32}}}),
+    pool_case("max_pool2d_relu", Pool::MaxRelu, {{{2, 3, 6, 6}}, {{1, 2, 5, 7}}}, {{2, 2}}),
+    pool_case("max_pool2d_relu_rect_overlap", Pool::MaxRelu, {{{2, 2, 5, 7}}},
+              {{2, 3}, {1, 2}, {1, 1}}),
     pool_case("max_pool2d_overlap", Pool::Max, {{{2, 2, 5, 6}}}, {{3, 3}, {1, 1}, {0, 0}},
               {{{16, 32, 24, 24}}}),
     pool_case("max_pool2d_rect", Pool::Max, {{{2, 2, 5, 7}}}, {{2, 3}, {1, 2}, {1, 1}}),

@@ -1,5 +1,6 @@
-// Sequential's fusions, a BatchNorm followed by a ReLU (batch_norm_relu) and a ReLU followed by
-// a MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d): a fused pair must give the
+// Sequential's fusions, a BatchNorm followed by a ReLU (batch_norm_relu), a ReLU followed by a
+// MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d) and a MaxPool2d followed by a
+// ReLU (max_pool2d_relu): a fused pair must give the
 // unfused ops' outputs, gradients and running statistics bit for bit, in training and in
 // evaluation, and must really be fused (its output comes from the fused op).
 #include <gtest/gtest.h>
@@ -46,6 +47,18 @@ nn::ModulePtr conv_relu_avg_pool_net() {
       std::make_shared<nn::AvgPool2d>(3, 2, 1), std::make_shared<nn::Conv2d>(4, 3, 3, 1, 1),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::AvgPool2d>(2),
       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(3, 3)});
+}
+
+// AlexNet-CIFAR's order, pooling then ReLU: 3x3 stride 2 padding 1 (the AVX-512 path in
+// float), then 3x3 stride 1 padding 1 (the general path) and 2x2 (the CPU kernel's 2x2 path).
+nn::ModulePtr conv_pool_relu_net() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(2, 4, 3, 1, 1), std::make_shared<nn::MaxPool2d>(3, 2, 1),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 3, 3, 1, 1),
+      std::make_shared<nn::MaxPool2d>(3, 1, 1), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(3, 3, 1), std::make_shared<nn::MaxPool2d>(2),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(3, 3)});
 }
 
 struct Observed {
@@ -108,6 +121,10 @@ TEST(Fusion, ReluAvgPoolIsBitIdenticalToTheUnfusedPair) {
   expect_fusion_is_bit_identical(conv_relu_avg_pool_net);
 }
 
+TEST(Fusion, MaxPoolReluIsBitIdenticalToTheUnfusedPair) {
+  expect_fusion_is_bit_identical(conv_pool_relu_net);
+}
+
 // A fused pooling and the pair relu-then-pool on 2x2 windows of `x` [1, 2, 2, 2] (NaN among
 // them), each output's gradient the `weight` of its channel: the values and input gradients of
 // both, [0] fused and [1] the pair.
@@ -151,6 +168,27 @@ TEST(Fusion, ReluMaxPoolReadsNanAsZeroLikeTheUnfusedPair) {
   EXPECT_EQ(grads[0], grads[1]);
 }
 
+// A NaN wins max_pool2d's maximum and relu turns it into 0 with no gradient: the fused
+// max_pool2d_relu gives that, not the maximum of the other values (which the pooling with the
+// ReLU before it, relu_max_pool2d, would give).
+TEST(Fusion, MaxPoolReluTurnsANanMaximumIntoZeroLikeTheUnfusedPair) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::vector<double>> values, grads;
+  for (bool fused : {true, false}) {
+    Tensor x = Tensor::from_vector(std::vector<double>{nan, 0.5, -1.0, 0.25, -0.5, 2.0, -3.0, -4.0},
+                                   {1, 2, 2, 2});
+    x.set_requires_grad(true);
+    Tensor y = fused ? max_pool2d_relu(x, {2, 2}) : relu(max_pool2d(x, {2, 2}));
+    sum(mul(y, Tensor::from_vector(std::vector<double>{3.0, 5.0}, {1, 2, 1, 1}))).backward();
+    values.push_back(y.to_double_vector());
+    grads.push_back(x.grad().to_double_vector());
+  }
+  EXPECT_EQ(values[0], (std::vector<double>{0.0, 2.0}));
+  EXPECT_EQ(values[0], values[1]);
+  EXPECT_EQ(grads[0], (std::vector<double>{0, 0, 0, 0, 0, 5, 0, 0}));
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   FusionGuard guard;
   manual_seed(1);
@@ -173,6 +211,12 @@ TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   EXPECT_EQ(std::string(pool_net(image).grad_fn()->name), "relu_max_pool2d");
   nn::set_fusion(false);
   EXPECT_EQ(std::string(pool_net(image).grad_fn()->name), "max_pool2d");
+
+  nn::Sequential pool_relu_net{std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::ReLU>()};
+  nn::set_fusion(true);
+  EXPECT_EQ(std::string(pool_relu_net(image).grad_fn()->name), "max_pool2d_relu");
+  nn::set_fusion(false);
+  EXPECT_EQ(std::string(pool_relu_net(image).grad_fn()->name), "relu");
 
   nn::Sequential avg_net{std::make_shared<nn::ReLU>(), std::make_shared<nn::AvgPool2d>(2)};
   nn::set_fusion(true);

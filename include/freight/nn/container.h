@@ -12,17 +12,17 @@ namespace freight::nn {
 // and gradients as the pair, one pass over the activations fewer each way and no intermediate
 // tensor:
 //   * a BatchNorm followed by a ReLU (batch_norm_relu): the ReLU is fused into the BatchNorm;
-//   * a ReLU followed by a MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d): the
-//     ReLU is fused into the pooling.
+//   * a ReLU followed by a MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d), or a
+//     MaxPool2d followed by a ReLU (max_pool2d_relu): the ReLU is fused into the pooling.
 // The ReLU child is then not called (explain shows it with no time of its own). On by default;
 // off (set_fusion(false), or FREIGHT_FUSION=0 in the environment) is for comparing against the
 // unfused ops.
 void set_fusion(bool on);
 bool fusion_enabled();
-enum class FusedPair { None, BatchNormRelu, ReluMaxPool, ReluAvgPool };
+enum class FusedPair { None, BatchNormRelu, ReluMaxPool, ReluAvgPool, MaxPoolRelu };
 // Which fusion Sequential applies to child `m` and the child after it, `next`: fusion is on and
-// the two are exactly BatchNorm1d/BatchNorm2d and ReLU, or ReLU and MaxPool2d or AvgPool2d (not
-// subclasses, whose forward may differ).
+// the two are exactly BatchNorm1d/BatchNorm2d and ReLU, ReLU and MaxPool2d or AvgPool2d, or
+// MaxPool2d and ReLU (not subclasses, whose forward may differ).
 FusedPair fused_pair(const Module& m, const Module& next);
 
 class Sequential : public Module {

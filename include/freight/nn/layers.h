@@ -72,6 +72,9 @@ class MaxPool2d : public Module {
   // forward(relu(x)) in one pass each way (relu_max_pool2d): what Sequential runs for a ReLU
   // followed by a MaxPool2d.
   Tensor forward_relu(const Tensor& x);
+  // relu(forward(x)) in one pass each way (max_pool2d_relu): what Sequential runs for a
+  // MaxPool2d followed by a ReLU.
+  Tensor forward_then_relu(const Tensor& x);
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // kh·kw comparisons per output element

@@ -284,7 +284,19 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
   }
 }
 
-void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y,
+// relu(max_pool2d(x)) from one plane's max_pool2d: y = y > 0 ? y : 0 (a NaN maximum gives 0,
+// as relu's own kernel would) and index −1 wherever relu's gradient stops. The plane's outputs
+// were just written, so this reads them from the cache.
+template <class T>
+void relu_after_plane(int64_t n, T* y, int32_t* idx) {
+  for (int64_t k = 0; k < n; ++k) {
+    const bool keep = y[k] > T(0);
+    y[k] = keep ? y[k] : T(0);
+    idx[k] = keep ? idx[k] : -1;
+  }
+}
+
+void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, PoolRelu relu, Tensor& y,
                      Tensor& indices) {
   dispatch_floating(x.dtype(), "max_pool2d_forward", [&](auto tag) {
     using T = decltype(tag);
@@ -295,10 +307,12 @@ void max_forward_cpu(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor
     parallel_for(g.planes, plane_grain(g), [&](int64_t b, int64_t e) {
       PoolScratch<T>* s = own_path<T>(g) ? nullptr : &prepared_scratch<T>(g);
       for (int64_t p = b; p < e; ++p) {
-        if (relu)
+        if (relu == PoolRelu::Input) {
           max_forward_plane<true>(px + p * in, g, s, py + p * out, pi + p * out);
-        else
-          max_forward_plane<false>(px + p * in, g, s, py + p * out, pi + p * out);
+          continue;
+        }
+        max_forward_plane<false>(px + p * in, g, s, py + p * out, pi + p * out);
+        if (relu == PoolRelu::Output) relu_after_plane(out, py + p * out, pi + p * out);
       }
     });
   });

@@ -26,10 +26,11 @@
 namespace freight::cuda {
 namespace {
 
-// relu: the window is read through relu (NaN reads as 0) and a window whose maximum is 0 gets
-// index −1 (kernels::max_pool2d_forward).
+// relu Input: the window is read through relu (NaN reads as 0); Output: the maximum (a NaN
+// wins) is written through relu. Either way a window whose output is not positive gets index −1
+// (kernels::max_pool2d_forward).
 template <class T>
-__global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, bool relu, T* y,
+__global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, PoolRelu relu, T* y,
                                         int32_t* idx) {
   const int64_t total = g.planes * g.oh * g.ow;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
@@ -43,11 +44,12 @@ __global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, bool relu,
     for (int64_t r = rows.lo; r < rows.hi; ++r)
       for (int64_t c = cols.lo; c < cols.hi; ++c) {
         T v = xp[r * g.w + c];
-        if (relu) v = v > T(0) ? v : T(0);
+        if (relu == PoolRelu::Input) v = v > T(0) ? v : T(0);
         if (v > best || v != v) best = v, at = r * g.w + c;  // v != v: NaN wins
       }
-    y[e] = best;
-    idx[e] = relu && !(best > T(0)) ? -1 : int32_t(at);
+    const bool stopped = relu != PoolRelu::None && !(best > T(0));
+    y[e] = relu == PoolRelu::Output && stopped ? T(0) : best;
+    idx[e] = stopped ? -1 : int32_t(at);
   }
 }
 
@@ -116,7 +118,7 @@ void check_packed(const char* name, std::initializer_list<const Tensor*> ts) {
     FREIGHT_CHECK(t->is_contiguous(), std::string(name) + " (cuda): operands must be contiguous");
 }
 
-void max_forward_cuda(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y,
+void max_forward_cuda(const Tensor& x, const Pool2dGeometry& g, PoolRelu relu, Tensor& y,
                       Tensor& indices) {
   check_packed("max_pool2d_forward", {&x, &y, &indices});
   FREIGHT_CHECK(indices.dtype() == DType::I32,

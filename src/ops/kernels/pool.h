@@ -16,14 +16,21 @@ struct Pool2dGeometry {
   int64_t kh, kw, sh, sw, ph, pw;
 };
 
+// Where max_pool2d_forward applies a ReLU fused with the pooling (below).
+enum class PoolRelu : uint8_t { None, Input, Output };
+
 namespace kernels {
 // y = the maximum of each window (padding counts as −∞); indices (int32) = the position
 // r·w + c within its input plane of the first maximum in row-major window order. A NaN in a
 // window is its maximum (it propagates, as in PyTorch).
-// With `relu`, the window is read through relu(v) = v > 0 ? v : 0 (so NaN reads as 0): y is
-// max_pool2d(relu(x)), and a window whose maximum is 0 gets index −1, because relu's gradient
-// would stop there anyway (relu_max_pool2d in ops.h).
-FREIGHT_KERNEL(max_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g, bool relu,
+// A ReLU fused with it (PoolRelu):
+//  * Input: the window is read through relu(v) = v > 0 ? v : 0 (so NaN reads as 0): y is
+//    max_pool2d(relu(x)) (relu_max_pool2d in ops.h);
+//  * Output: the maximum is taken as without relu (a NaN propagates) and written through relu:
+//    y is relu(max_pool2d(x)) (max_pool2d_relu in ops.h), so a window holding a NaN gives 0.
+// Either way a window whose output is not positive gets index −1, because relu's gradient stops
+// there. The two give the same numbers on NaN-free inputs (the maximum commutes with relu).
+FREIGHT_KERNEL(max_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g, PoolRelu relu,
                                         Tensor& y, Tensor& indices));
 // gx = 0, then gx[plane][indices] += gy (windows may overlap); an index of −1 routes nothing.
 FREIGHT_KERNEL(max_pool2d_backward,
