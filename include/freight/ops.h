@@ -21,6 +21,10 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
+// relu(a + b) in one pass each way, bit-identical to the pair (no intermediate tensor; the
+// backward keeps only the output, for relu's mask): what nn::Sequential runs for a Residual
+// followed by a ReLU.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, double s);       // a * s
 Tensor add_scalar(const Tensor& a, double s);  // a + s
 

@@ -11,7 +11,8 @@
 
 namespace freight {
 
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
+// AddRelu: relu(a + b) (add_relu in ops.h), rounded as add then relu.
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, AddRelu };
 
 namespace kernels {
 // out[...] = value. `out` contiguous.

@@ -36,6 +36,7 @@ FusedPair fused_pair(const Module& m, const Module& next) {
   if (a == typeid(ReLU) && b == typeid(MaxPool2d)) return FusedPair::ReluMaxPool;
   if (a == typeid(ReLU) && b == typeid(AvgPool2d)) return FusedPair::ReluAvgPool;
   if (a == typeid(MaxPool2d) && b == typeid(ReLU)) return FusedPair::MaxPoolRelu;
+  if (a == typeid(Residual) && b == typeid(ReLU)) return FusedPair::ResidualRelu;
   return FusedPair::None;
 }
 
@@ -62,10 +63,12 @@ Tensor Sequential::forward(const Tensor& x) {
     Module& m = *children[i].second;
     const FusedPair fused =
         i + 1 < children.size() ? fused_pair(m, *children[i + 1].second) : FusedPair::None;
-    if (fused == FusedPair::BatchNormRelu || fused == FusedPair::MaxPoolRelu) {
+    if (fused == FusedPair::BatchNormRelu || fused == FusedPair::MaxPoolRelu ||
+        fused == FusedPair::ResidualRelu) {
       LayerScope scope(&m);  // the pair's time is the first layer's
       y = fused == FusedPair::BatchNormRelu ? static_cast<BatchNorm&>(m).forward_relu(y)
-                                            : static_cast<MaxPool2d&>(m).forward_then_relu(y);
+          : fused == FusedPair::MaxPoolRelu ? static_cast<MaxPool2d&>(m).forward_then_relu(y)
+                                            : static_cast<Residual&>(m).forward_relu(y);
       ++i;
       continue;
     }
@@ -135,13 +138,21 @@ double Residual::bytes(const Shape& in) const {
 }
 
 Tensor Residual::forward(const Tensor& x) {
+  return run(x, false);
+}
+
+Tensor Residual::forward_relu(const Tensor& x) {
+  return run(x, true);
+}
+
+Tensor Residual::run(const Tensor& x, bool relu) {
   Tensor b = (*body_)(x);
   Tensor s = shortcut_ ? (*shortcut_)(x) : x;
   FREIGHT_CHECK(b.shape() == s.shape(),
                 fmt::format("Residual: for input {} the body gives {} but the shortcut gives {}; "
                             "they must match to be added",
                             shape_str(x.shape()), shape_str(b.shape()), shape_str(s.shape())));
-  return add(b, s);
+  return relu ? add_relu(b, s) : add(b, s);
 }
 
 }  // namespace freight::nn

@@ -67,6 +67,8 @@ const char* binary_name(BinaryOp op) {
       return "mul";
     case BinaryOp::Div:
       return "div";
+    case BinaryOp::AddRelu:
+      return "add_relu";
   }
   return "?";
 }
@@ -100,6 +102,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
         case BinaryOp::Div:  // d(a/b)/da = 1/b, d(a/b)/db = -a/b²
           if (ga) da = div(go, sb);
           if (gb) db = neg(div(mul(go, sa), mul(sb, sb)));
+          break;
+        case BinaryOp::AddRelu:  // add_relu records its own backward
           break;
       }
       if (da.defined()) da = sum_to(da, sa.shape());
@@ -161,6 +165,32 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   return binary(BinaryOp::Div, a, b);
 }
+// The forward is one binary pass; the backward masks the incoming gradient by the output's sign
+// (relu's rule, from the kept output) and hands that one tensor to both inputs, as add does.
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  check_same_device_dtype(a, b, "add_relu");
+  check_floating(a, "add_relu");
+  Shape s = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), "add_relu");
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  if (out.numel() > 0)
+    kernels::binary(a.device().type, BinaryOp::AddRelu, expand_view(a, s), expand_view(b, s), out);
+  if (needs_grad({&a, &b})) {
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    const Shape as = a.shape(), bs = b.shape();
+    Tensor kept = out.detach();
+    record("add_relu", {a, b}, {out}, [kept, ga, gb, as, bs](const std::vector<Tensor>& g) {
+      Tensor gy = packed(g[0]);
+      Tensor gs = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
+      if (gs.numel() > 0) {
+        Tensor k = packed(kept);
+        kernels::unary_backward(gy.device().type, UnaryOp::Relu, k, k, gy, gs);
+      }
+      return std::vector<Tensor>{ga ? sum_to(gs, as) : Tensor(), gb ? sum_to(gs, bs) : Tensor()};
+    });
+  }
+  return out;
+}
+
 Tensor scale(const Tensor& a, double s) {
   return scalar_op(ScalarOp::Mul, a, s, "scale");
 }

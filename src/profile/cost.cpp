@@ -182,10 +182,18 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
       s = cm->output_shape(s);
       const nn::FusedPair fused = prev ? nn::fused_pair(*prev, *cm) : nn::FusedPair::None;
       if (fused != nn::FusedPair::None) {
-        if (fused == nn::FusedPair::BatchNormRelu || fused == nn::FusedPair::MaxPoolRelu)
+        if (fused == nn::FusedPair::BatchNormRelu || fused == nn::FusedPair::MaxPoolRelu ||
+            fused == nn::FusedPair::ResidualRelu)
           mark_fused(out[row], prev_name);  // the ReLU runs inside the layer before it
         else
           mark_fused(out[prev_row], cname);  // the ReLU runs inside the pooling after it
+        if (fused == nn::FusedPair::ResidualRelu) {
+          // relu's mask pass, now in the block's backward
+          const double n = numel(out[prev_row].output);
+          out[prev_row].bwd_flops += n;
+          out[prev_row].bwd_bytes += kF32 * 3.0 * n;
+          out[prev_row].bwd_ops += 1;
+        }
         if (fused == nn::FusedPair::ReluAvgPool) {
           out[prev_row].fused_keeps_input = true;
           out[row].bwd_bytes += kF32 * numel(out[row].input);  // relu's mask, read from x

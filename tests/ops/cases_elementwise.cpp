@@ -1,4 +1,5 @@
-// Op table entries: broadcasting arithmetic, scalar arithmetic, unary functions, activations.
+// Op table entries: broadcasting arithmetic (add_relu too), scalar arithmetic, unary functions,
+// activations.
 #include <cmath>
 
 #include "ops/op_table.h"
@@ -65,6 +66,14 @@ Inputs div_inputs(const std::vector<Shape>& shapes, DType dtype, Generator& gen)
   return in;
 }
 
+// For add_relu: a at least 0.05 away from 0 and b within 0.02 of it, so a + b keeps 0.03 away
+// from relu's kink at 0 (of either sign, about half each).
+Inputs add_relu_inputs(const std::vector<Shape>& shapes, DType dtype, Generator& gen) {
+  Inputs in = away_from_zero({shapes[0]}, dtype, gen);
+  in.push_back(Tensor::uniform(shapes[1], -0.02, 0.02, dtype, Device::cpu(), &gen));
+  return in;
+}
+
 double gelu_ref(double x) {
   return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
 }
@@ -83,6 +92,12 @@ FREIGHT_OP_CASES({
     [] {
       OpCase c = binary_case("div", div, [](double a, double b) { return a / b; });
       c.make_inputs = div_inputs;
+      return c;
+    }(),
+    [] {
+      OpCase c = binary_case("add_relu", add_relu,
+                             [](double a, double b) { return a + b > 0 ? a + b : 0; });
+      c.make_inputs = add_relu_inputs;
       return c;
     }(),
     scalar_case("scale", scale, -2.5, [](double x) { return -2.5 * x; }),

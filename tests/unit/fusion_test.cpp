@@ -1,6 +1,6 @@
 // Sequential's fusions, a BatchNorm followed by a ReLU (batch_norm_relu), a ReLU followed by a
-// MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d) and a MaxPool2d followed by a
-// ReLU (max_pool2d_relu): a fused pair must give the
+// MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d), a MaxPool2d followed by a ReLU
+// (max_pool2d_relu) and a Residual followed by a ReLU (add_relu): a fused pair must give the
 // unfused ops' outputs, gradients and running statistics bit for bit, in training and in
 // evaluation, and must really be fused (its output comes from the fused op).
 #include <gtest/gtest.h>
@@ -59,6 +59,22 @@ nn::ModulePtr conv_pool_relu_net() {
       std::make_shared<nn::Conv2d>(3, 3, 1), std::make_shared<nn::MaxPool2d>(2),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
       std::make_shared<nn::Linear>(3, 3)});
+}
+
+// ResNet's blocks: each Residual followed by a ReLU, one with the identity shortcut and one
+// with a 1x1 strided convolution.
+nn::ModulePtr residual_relu_net() {
+  auto body = [](int64_t in, int64_t out, int64_t stride) {
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Conv2d>(in, out, 3, stride, 1), std::make_shared<nn::BatchNorm2d>(out),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(out, out, 3, 1, 1)});
+  };
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Residual>(body(3, 3, 1)), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Residual>(body(3, 4, 2), std::make_shared<nn::Conv2d>(3, 4, 1, 2)),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(4 * 3 * 3, 3)});
 }
 
 struct Observed {
@@ -123,6 +139,10 @@ TEST(Fusion, ReluAvgPoolIsBitIdenticalToTheUnfusedPair) {
 
 TEST(Fusion, MaxPoolReluIsBitIdenticalToTheUnfusedPair) {
   expect_fusion_is_bit_identical(conv_pool_relu_net);
+}
+
+TEST(Fusion, ResidualReluIsBitIdenticalToTheUnfusedPair) {
+  expect_fusion_is_bit_identical(residual_relu_net);
 }
 
 // A fused pooling and the pair relu-then-pool on 2x2 windows of `x` [1, 2, 2, 2] (NaN among
@@ -217,6 +237,13 @@ TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   EXPECT_EQ(std::string(pool_relu_net(image).grad_fn()->name), "max_pool2d_relu");
   nn::set_fusion(false);
   EXPECT_EQ(std::string(pool_relu_net(image).grad_fn()->name), "relu");
+
+  nn::Sequential block_net{std::make_shared<nn::Residual>(std::make_shared<nn::Conv2d>(3, 3, 1)),
+                           std::make_shared<nn::ReLU>()};
+  nn::set_fusion(true);
+  EXPECT_EQ(std::string(block_net(image).grad_fn()->name), "add_relu");
+  nn::set_fusion(false);
+  EXPECT_EQ(std::string(block_net(image).grad_fn()->name), "relu");
 
   nn::Sequential avg_net{std::make_shared<nn::ReLU>(), std::make_shared<nn::AvgPool2d>(2)};
   nn::set_fusion(true);

@@ -13,16 +13,17 @@ namespace freight::nn {
 // tensor:
 //   * a BatchNorm followed by a ReLU (batch_norm_relu): the ReLU is fused into the BatchNorm;
 //   * a ReLU followed by a MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d), or a
-//     MaxPool2d followed by a ReLU (max_pool2d_relu): the ReLU is fused into the pooling.
+//     MaxPool2d followed by a ReLU (max_pool2d_relu): the ReLU is fused into the pooling;
+//   * a Residual followed by a ReLU: the block adds its branches with add_relu.
 // The ReLU child is then not called (explain shows it with no time of its own). On by default;
 // off (set_fusion(false), or FREIGHT_FUSION=0 in the environment) is for comparing against the
 // unfused ops.
 void set_fusion(bool on);
 bool fusion_enabled();
-enum class FusedPair { None, BatchNormRelu, ReluMaxPool, ReluAvgPool, MaxPoolRelu };
+enum class FusedPair { None, BatchNormRelu, ReluMaxPool, ReluAvgPool, MaxPoolRelu, ResidualRelu };
 // Which fusion Sequential applies to child `m` and the child after it, `next`: fusion is on and
-// the two are exactly BatchNorm1d/BatchNorm2d and ReLU, ReLU and MaxPool2d or AvgPool2d, or
-// MaxPool2d and ReLU (not subclasses, whose forward may differ).
+// the two are exactly BatchNorm1d/BatchNorm2d and ReLU, ReLU and MaxPool2d or AvgPool2d,
+// MaxPool2d and ReLU, or Residual and ReLU (not subclasses, whose forward may differ).
 FusedPair fused_pair(const Module& m, const Module& next);
 
 class Sequential : public Module {
@@ -44,6 +45,9 @@ class Residual : public Module {
  public:
   explicit Residual(ModulePtr body, ModulePtr shortcut = nullptr);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), the addition and the ReLU in one pass each way (add_relu): what Sequential
+  // runs for a Residual followed by a ReLU.
+  Tensor forward_relu(const Tensor& x);
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // both branches plus the addition
   double bytes(const Shape& in) const override;  // both branches plus the addition
@@ -51,6 +55,7 @@ class Residual : public Module {
   const ModulePtr& shortcut() const { return shortcut_; }
 
  private:
+  Tensor run(const Tensor& x, bool relu);
   ModulePtr body_, shortcut_;
 };
 
