@@ -146,7 +146,7 @@ Timed freight_passes(const Conv2dGeometry& g, cpu::ConvEngine engine, bool own =
   Tensor gx = Tensor::empty({g.n, g.c, g.h, g.w});
   Tensor gw = Tensor::empty({g.o, g.c, g.kh, g.kw}), gb = Tensor::empty({g.o});
   const std::function<void()> passes[3] = {
-      [&] { kernels::conv2d_forward(DeviceType::CPU, x, w, b, g, y); },
+      [&] { kernels::conv2d_forward(DeviceType::CPU, x, w, b, g, false, y); },
       [&] { kernels::conv2d_backward_input(DeviceType::CPU, gy, w, g, gx); },
       [&] { kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, gw, gb); }};
   cpu::set_conv_engine(engine);
@@ -247,7 +247,7 @@ Reference reference(const Conv2dGeometry& g) {
                gy = Tensor::from_vector(r.gy, {g.n, g.o, g.oh, g.ow});
   Tensor y = Tensor::empty({g.n, g.o, g.oh, g.ow}), gx = Tensor::empty({g.n, g.c, g.h, g.w}),
          gw = Tensor::empty({g.o, g.c, g.kh, g.kw}), no_bias;
-  kernels::conv2d_forward(DeviceType::CPU, x, w, Tensor(), g, y);
+  kernels::conv2d_forward(DeviceType::CPU, x, w, Tensor(), g, false, y);
   kernels::conv2d_backward_input(DeviceType::CPU, gy, w, g, gx);
   kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, gw, no_bias);
   auto values = [](const Tensor& t) {

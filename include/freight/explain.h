@@ -36,11 +36,13 @@ struct LayerCost {
   // fractions of the roofline ("Conv2d:narrow": a convolution whose GEMM has a dimension of at
   // most 16, out channels or in channels x kernel area, as in a network's first layers).
   std::string kernel;
-  const void* tag = nullptr;       // the module (its LayerScope tag)
-  bool container = false;          // a module with children (its own cost excludes theirs)
-  bool fused = false;              // runs inside a neighbouring layer (nn::fused_pair): no cost
-  bool fused_keeps_input = false;  // fused, and its partner keeps its input for backward (a
-                                   // ReLU in an average pooling: relu's mask, from the input)
+  const void* tag = nullptr;        // the module (its LayerScope tag)
+  bool container = false;           // a module with children (its own cost excludes theirs)
+  bool fused = false;               // runs inside a neighbouring layer (nn::fused_pair): no cost
+  bool fused_keeps_input = false;   // fused, and its partner keeps its input for backward (a
+                                    // ReLU in an average pooling: relu's mask, from the input)
+  bool keeps_fused_output = false;  // keeps its own output for the backward of a ReLU fused
+                                    // into it (a convolution's or a residual block's: the mask)
   bool input_grad = true;  // its input needs a gradient (false for the data and what follows
                            // it up to the first weights: autograd computes no dX there)
   Shape input, output;

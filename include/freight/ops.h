@@ -74,6 +74,11 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 // x [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1});
+// relu(conv2d(...)), the ReLU applied as the convolution writes its output (no pass of its own
+// forward), bit-identical to the pair: what nn::Sequential runs for a Conv2d followed by a ReLU
+// that no pooling takes.
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                   Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1});
 // The most bytes any of conv2d's passes (forward, input gradient where `input_grad`, weight
 // gradient) takes from `device`'s allocator while it runs, beyond its operands and result
 // (unrolled chunks, blocked copies, a library's scratch), for an input of shape x and a weight

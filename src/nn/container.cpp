@@ -28,7 +28,7 @@ bool fusion_enabled() {
   return g_fusion;
 }
 
-FusedPair fused_pair(const Module& m, const Module& next) {
+FusedPair fused_pair(const Module& m, const Module& next, const Module* after) {
   if (!fusion_enabled()) return FusedPair::None;
   const std::type_info &a = typeid(m), &b = typeid(next);
   if ((a == typeid(BatchNorm1d) || a == typeid(BatchNorm2d)) && b == typeid(ReLU))
@@ -37,6 +37,9 @@ FusedPair fused_pair(const Module& m, const Module& next) {
   if (a == typeid(ReLU) && b == typeid(AvgPool2d)) return FusedPair::ReluAvgPool;
   if (a == typeid(MaxPool2d) && b == typeid(ReLU)) return FusedPair::MaxPoolRelu;
   if (a == typeid(Residual) && b == typeid(ReLU)) return FusedPair::ResidualRelu;
+  if (a == typeid(Conv2d) && b == typeid(ReLU) &&
+      !(after && fused_pair(next, *after, nullptr) != FusedPair::None))
+    return FusedPair::ConvRelu;
   return FusedPair::None;
 }
 
@@ -61,14 +64,16 @@ Tensor Sequential::forward(const Tensor& x) {
   const NamedModules& children = named_children();
   for (size_t i = 0; i < children.size(); ++i) {
     Module& m = *children[i].second;
+    const Module* after = i + 2 < children.size() ? children[i + 2].second.get() : nullptr;
     const FusedPair fused =
-        i + 1 < children.size() ? fused_pair(m, *children[i + 1].second) : FusedPair::None;
+        i + 1 < children.size() ? fused_pair(m, *children[i + 1].second, after) : FusedPair::None;
     if (fused == FusedPair::BatchNormRelu || fused == FusedPair::MaxPoolRelu ||
-        fused == FusedPair::ResidualRelu) {
+        fused == FusedPair::ResidualRelu || fused == FusedPair::ConvRelu) {
       LayerScope scope(&m);  // the pair's time is the first layer's
-      y = fused == FusedPair::BatchNormRelu ? static_cast<BatchNorm&>(m).forward_relu(y)
-          : fused == FusedPair::MaxPoolRelu ? static_cast<MaxPool2d&>(m).forward_then_relu(y)
-                                            : static_cast<Residual&>(m).forward_relu(y);
+      y = fused == FusedPair::BatchNormRelu  ? static_cast<BatchNorm&>(m).forward_relu(y)
+          : fused == FusedPair::MaxPoolRelu  ? static_cast<MaxPool2d&>(m).forward_then_relu(y)
+          : fused == FusedPair::ResidualRelu ? static_cast<Residual&>(m).forward_relu(y)
+                                             : static_cast<Conv2d&>(m).forward_relu(y);
       ++i;
       continue;
     }

@@ -98,6 +98,11 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight_, bias_, pair(stride_), pair(padding_), pair(dilation_));
 }
 
+Tensor Conv2d::forward_relu(const Tensor& x) {
+  output_shape(x.shape());
+  return conv2d_relu(x, weight_, bias_, pair(stride_), pair(padding_), pair(dilation_));
+}
+
 // ---------------------------------------------------------------- pooling
 MaxPool2d::MaxPool2d(Size2 kernel, Size2 stride, Size2 padding)
     : Module("MaxPool2d"),

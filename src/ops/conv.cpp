@@ -84,8 +84,53 @@ int64_t conv2d_workspace_bytes(const Shape& x, const Shape& weight, Pair stride,
   return most;
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
-              Pair dilation) {
+namespace {
+
+// The gradients of conv2d's inputs (x, weight, then bias when it has one) from the output's, go:
+// first masked by the sign of the kept output sy where a ReLU was fused (relu's own backward),
+// then the input-gradient and weight-gradient passes.
+std::vector<Tensor> conv2d_backward(const Tensor& go, const Tensor& sx, const Tensor& sy,
+                                    const Tensor& wp, const Conv2dGeometry& g, bool gx, bool gw,
+                                    bool gb, size_t n_inputs) {
+  Tensor gy = packed(go);
+  DeviceType dev = gy.device().type;
+  if (sy.defined() && gy.numel() > 0) {
+    Tensor masked = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
+    kernels::unary_backward(dev, UnaryOp::Relu, sy, sy, gy, masked);
+    gy = masked;
+  }
+  std::vector<Tensor> r(n_inputs);
+  if (gx) {
+    r[0] = Tensor::empty({g.n, g.c, g.h, g.w}, gy.dtype(), gy.device());
+    if (r[0].numel() > 0) {
+      if (gy.numel() > 0)
+        kernels::conv2d_backward_input(dev, gy, wp, g, r[0]);
+      else
+        r[0].zero_();
+    }
+  }
+  if (gw || gb) {
+    Tensor dw = gw ? Tensor::empty(wp.shape(), gy.dtype(), gy.device()) : Tensor();
+    Tensor db = gb ? Tensor::empty({g.o}, gy.dtype(), gy.device()) : Tensor();
+    if (gy.numel() > 0) {
+      Tensor xs = sx;
+      kernels::conv2d_backward_weight(dev, gy, xs, g, dw, db);
+    } else {
+      if (dw.defined()) dw.zero_();
+      if (db.defined()) db.zero_();
+    }
+    if (gw) r[1] = dw;
+    if (gb) r[2] = db;
+  }
+  return r;
+}
+
+// conv2d, or with `relu` relu(conv2d(...)) (conv2d_relu): the forward kernels apply the ReLU as
+// they write y, and the backward first masks the incoming gradient by y's sign (relu's own
+// backward, from the kept y), then runs the convolution's passes on it. Values and gradients are
+// the pair's bit for bit.
+Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride,
+                   Pair padding, Pair dilation, bool relu) {
   check_same_device_dtype(x, weight, "conv2d");
   check_floating(x, "conv2d");
   Conv2dGeometry g = conv_geometry(x, weight, bias, stride, padding, dilation);
@@ -93,7 +138,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   Tensor xp = packed(x.detach()), wp = packed(weight.detach());
   Tensor bp = bias.defined() ? packed(bias.detach()) : Tensor();
   Tensor y = Tensor::empty({g.n, g.o, g.oh, g.ow}, x.dtype(), x.device());
-  if (y.numel() > 0) kernels::conv2d_forward(dev, xp, wp, bp, g, y);
+  if (y.numel() > 0) kernels::conv2d_forward(dev, xp, wp, bp, g, relu, y);
 
   if (needs_grad({&x, &weight, &bias})) {
     bool gx = x.requires_grad(), gw = weight.requires_grad();
@@ -103,36 +148,25 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
     size_t n_inputs = inputs.size();
     // The input is saved only when the weight gradient needs it.
     Tensor sx = gw ? xp : Tensor();
-    record("conv2d", inputs, {y}, [sx, wp, g, gx, gw, gb, n_inputs](const std::vector<Tensor>& go) {
-      Tensor gy = packed(go[0]);
-      DeviceType dev = gy.device().type;
-      std::vector<Tensor> r(n_inputs);
-      if (gx) {
-        r[0] = Tensor::empty({g.n, g.c, g.h, g.w}, gy.dtype(), gy.device());
-        if (r[0].numel() > 0) {
-          if (gy.numel() > 0)
-            kernels::conv2d_backward_input(dev, gy, wp, g, r[0]);
-          else
-            r[0].zero_();
-        }
-      }
-      if (gw || gb) {
-        Tensor dw = gw ? Tensor::empty(wp.shape(), gy.dtype(), gy.device()) : Tensor();
-        Tensor db = gb ? Tensor::empty({g.o}, gy.dtype(), gy.device()) : Tensor();
-        if (gy.numel() > 0) {
-          Tensor xs = sx;
-          kernels::conv2d_backward_weight(dev, gy, xs, g, dw, db);
-        } else {
-          if (dw.defined()) dw.zero_();
-          if (db.defined()) db.zero_();
-        }
-        if (gw) r[1] = dw;
-        if (gb) r[2] = db;
-      }
-      return r;
-    });
+    Tensor sy = relu ? y.detach() : Tensor();  // relu's mask
+    record(relu ? "conv2d_relu" : "conv2d", inputs, {y},
+           [sx, sy, wp, g, gx, gw, gb, n_inputs](const std::vector<Tensor>& go) {
+             return conv2d_backward(go[0], sx, sy, wp, g, gx, gw, gb, n_inputs);
+           });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
+              Pair dilation) {
+  return conv2d_impl(x, weight, bias, stride, padding, dilation, false);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride,
+                   Pair padding, Pair dilation) {
+  return conv2d_impl(x, weight, bias, stride, padding, dilation, true);
 }
 
 }  // namespace freight

@@ -176,19 +176,23 @@ bool walk(const nn::Module& m, const std::string& name, const Shape& in, bool gr
       relu.fwd_ops = relu.bwd_ops = 0;
       relu.fused = true;
     };
-    for (const auto& [cname, cm] : seq->named_children()) {
+    const nn::NamedModules& children = seq->named_children();
+    for (size_t i = 0; i < children.size(); ++i) {
+      const auto& [cname, cm] = children[i];
       const size_t row = out.size();
       grad_out = child(cm, cname, s, grad_out);
       s = cm->output_shape(s);
-      const nn::FusedPair fused = prev ? nn::fused_pair(*prev, *cm) : nn::FusedPair::None;
+      const nn::Module* after = i + 1 < children.size() ? children[i + 1].second.get() : nullptr;
+      const nn::FusedPair fused = prev ? nn::fused_pair(*prev, *cm, after) : nn::FusedPair::None;
       if (fused != nn::FusedPair::None) {
         if (fused == nn::FusedPair::BatchNormRelu || fused == nn::FusedPair::MaxPoolRelu ||
-            fused == nn::FusedPair::ResidualRelu)
+            fused == nn::FusedPair::ResidualRelu || fused == nn::FusedPair::ConvRelu)
           mark_fused(out[row], prev_name);  // the ReLU runs inside the layer before it
         else
           mark_fused(out[prev_row], cname);  // the ReLU runs inside the pooling after it
-        if (fused == nn::FusedPair::ResidualRelu) {
-          // relu's mask pass, now in the block's backward
+        if (fused == nn::FusedPair::ResidualRelu || fused == nn::FusedPair::ConvRelu) {
+          // relu's mask pass, now in the layer's backward, from the output it keeps
+          out[prev_row].keeps_fused_output = true;
           const double n = numel(out[prev_row].output);
           out[prev_row].bwd_flops += n;
           out[prev_row].bwd_bytes += kF32 * 3.0 * n;

@@ -49,9 +49,10 @@ void add_terms(Terms& t, double flops, double bytes, double gemms, double ops, d
 // output, relu the sign of it; gelu and silu their input); pooling only indices (max) or nothing
 // (average); dropout its byte mask; views nothing of their own. A ReLU fused into a batch norm
 // keeps nothing (the batch norm recomputes its sign from its own input), nor one fused into a
-// max pooling before or after it (the pooling's indices carry its mask); one fused into an
-// average pooling keeps
-// its input (the mask's source), as much as it would have kept of its output.
+// max pooling before or after it (the pooling's indices carry its mask); one fused into a
+// convolution or a residual block has the layer keep its output instead; one fused into an
+// average pooling keeps its input (the mask's source), as much as it would have kept of its
+// output.
 bool keeps_input(const LayerCost& c) {
   if (c.fused_keeps_input) return true;
   static const char* const kTypes[] = {"Linear",      "Conv2d", "BatchNorm1d",
@@ -62,6 +63,7 @@ bool keeps_input(const LayerCost& c) {
   return act && act->saves == UnarySaves::Input;
 }
 bool keeps_output(const LayerCost& c) {
+  if (c.keeps_fused_output) return true;
   const UnaryOpInfo* act = activation_by_layer(c.type);
   return !c.fused && act && act->saves == UnarySaves::Output;
 }

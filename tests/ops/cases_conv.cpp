@@ -1,5 +1,6 @@
 // Op table entries: conv2d with and without bias, strides, padding, dilation, non-square and
-// 1x1 kernels. The reference is the direct seven-loop sum over (n, o, i, j, c, p, q).
+// 1x1 kernels, and conv2d_relu (a ReLU fused into its output). The reference is the direct
+// seven-loop sum over (n, o, i, j, c, p, q).
 #include "ops/op_table.h"
 #include "ops/reference.h"
 
@@ -46,15 +47,20 @@ double conv_flops(const std::vector<Shape>& s, const ConvArgs& a) {
 }
 
 OpCase conv_case(std::string name, std::vector<std::vector<Shape>> shapes, ConvArgs a,
-                 std::vector<std::vector<Shape>> bench = {}) {
+                 std::vector<std::vector<Shape>> bench = {}, bool relu = false) {
   OpCase c;
   c.name = std::move(name);
   c.shapes = std::move(shapes);
-  c.forward = [a](const Inputs& in) {
-    return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), a.stride, a.padding, a.dilation);
+  c.forward = [a, relu](const Inputs& in) {
+    return (relu ? conv2d_relu : conv2d)(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), a.stride,
+                                         a.padding, a.dilation);
   };
-  c.reference = [a](const Inputs& in) {
-    return ref_conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), a);
+  c.reference = [a, relu](const Inputs& in) {
+    Tensor y = ref_conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), a);
+    if (!relu) return y;
+    std::vector<double> v = ref::values(y);
+    for (double& e : v) e = e > 0 ? e : 0;
+    return ref::tensor(v, y.shape());
   };
   c.f32_rtol = 1e-4;
   c.f32_atol = 1e-5;
@@ -97,6 +103,14 @@ FREIGHT_OP_CASES({
     conv_case("conv2d_full_kernel", {{{2, 2, 3, 4}, {3, 2, 5, 4}, {3}}}, {{1, 1}, {1, 0}, {1, 1}}),
     // Many images with a tiny feature map (several images per GEMM group).
     conv_case("conv2d_many_images", {{{9, 3, 3, 3}, {4, 3, 2, 2}, {4}}}, {{1, 1}, {1, 1}, {1, 1}}),
+    // The fused ReLU: MNIST-CNN's first layer in small (stride 1, no padding), with padding and
+    // stride 2, 1x1, and without a bias.
+    conv_case("conv2d_relu", {{{3, 1, 6, 6}, {4, 1, 3, 3}, {4}}, {{2, 3, 6, 5}, {5, 3, 3, 3}, {5}}},
+              {}, {{{64, 1, 28, 28}, {32, 1, 3, 3}, {32}}}, true),
+    conv_case("conv2d_relu_stride2_pad",
+              {{{2, 2, 7, 7}, {3, 2, 3, 3}, {3}}, {{3, 3, 8, 6}, {2, 3, 3, 3}}},
+              {{2, 2}, {1, 1}, {1, 1}}, {}, true),
+    conv_case("conv2d_relu_1x1", {{{3, 4, 3, 5}, {2, 4, 1, 1}, {2}}}, {}, {}, true),
 });
 
 }  // namespace

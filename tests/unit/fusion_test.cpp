@@ -1,6 +1,7 @@
 // Sequential's fusions, a BatchNorm followed by a ReLU (batch_norm_relu), a ReLU followed by a
 // MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d), a MaxPool2d followed by a ReLU
-// (max_pool2d_relu) and a Residual followed by a ReLU (add_relu): a fused pair must give the
+// (max_pool2d_relu), a Residual followed by a ReLU (add_relu) and a Conv2d followed by a ReLU
+// that no pooling takes (conv2d_relu): a fused pair must give the
 // unfused ops' outputs, gradients and running statistics bit for bit, in training and in
 // evaluation, and must really be fused (its output comes from the fused op).
 #include <gtest/gtest.h>
@@ -77,6 +78,17 @@ nn::ModulePtr residual_relu_net() {
       std::make_shared<nn::Linear>(4 * 3 * 3, 3)});
 }
 
+// MNIST-CNN's start: convolutions each followed by a ReLU that no pooling takes (one without a
+// bias, one strided with padding), then the last ReLU fused into the max pooling after it.
+nn::ModulePtr conv_relu_net() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Conv2d>(2, 4, 3), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(4, 3, 3, 1, 1, 1, false), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(3, 3, 3, 2, 1), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(3, 3)});
+}
+
 struct Observed {
   std::vector<double> out;
   std::vector<std::vector<double>> grads, buffers;
@@ -143,6 +155,28 @@ TEST(Fusion, MaxPoolReluIsBitIdenticalToTheUnfusedPair) {
 
 TEST(Fusion, ResidualReluIsBitIdenticalToTheUnfusedPair) {
   expect_fusion_is_bit_identical(residual_relu_net);
+}
+
+TEST(Fusion, ConvReluIsBitIdenticalToTheUnfusedPair) {
+  expect_fusion_is_bit_identical(conv_relu_net);
+}
+
+// relu(NaN) is 0 with no gradient: a NaN in one image's input turns that image's outputs under
+// it into NaN before the ReLU, and the fused convolution writes 0 there as the pair does.
+TEST(Fusion, ConvReluTurnsNanIntoZeroLikeTheUnfusedPair) {
+  Generator gen(4);
+  Tensor x = Tensor::normal({2, 1, 5, 5}, 0, 1, DType::F32, Device::cpu(), &gen);
+  std::vector<double> v = x.to_double_vector();
+  v[12] = std::numeric_limits<double>::quiet_NaN();  // the middle of the first image
+  x = Tensor::from_vector(v, x.shape()).to(DType::F32);
+  Tensor w = Tensor::normal({3, 1, 3, 3}, 0, 1, DType::F32, Device::cpu(), &gen);
+  Tensor b = Tensor::normal({3}, 0, 1, DType::F32, Device::cpu(), &gen);
+  const std::vector<double> fused = conv2d_relu(x, w, b).to_double_vector();
+  const std::vector<double> pair = relu(conv2d(x, w, b)).to_double_vector();
+  EXPECT_EQ(fused, pair);
+  size_t zeros = 0;
+  for (double e : fused) zeros += e == 0;
+  EXPECT_GE(zeros, 3u * 9u);  // every output of the first image read the NaN
 }
 
 // A fused pooling and the pair relu-then-pool on 2x2 windows of `x` [1, 2, 2, 2] (NaN among
@@ -237,6 +271,17 @@ TEST(Fusion, TheSequentialRunsTheFusedOpOnlyWhenEnabled) {
   EXPECT_EQ(std::string(pool_relu_net(image).grad_fn()->name), "max_pool2d_relu");
   nn::set_fusion(false);
   EXPECT_EQ(std::string(pool_relu_net(image).grad_fn()->name), "relu");
+
+  // A ReLU between a convolution and a max pooling goes to the pooling (saving its pass both
+  // ways); one with no pooling after it to the convolution.
+  nn::Sequential conv_net{std::make_shared<nn::Conv2d>(3, 2, 3), std::make_shared<nn::ReLU>()};
+  nn::Sequential conv_pool_net{std::make_shared<nn::Conv2d>(3, 2, 3), std::make_shared<nn::ReLU>(),
+                               std::make_shared<nn::MaxPool2d>(2)};
+  nn::set_fusion(true);
+  EXPECT_EQ(std::string(conv_net(image).grad_fn()->name), "conv2d_relu");
+  EXPECT_EQ(std::string(conv_pool_net(image).grad_fn()->name), "relu_max_pool2d");
+  nn::set_fusion(false);
+  EXPECT_EQ(std::string(conv_net(image).grad_fn()->name), "relu");
 
   nn::Sequential block_net{std::make_shared<nn::Residual>(std::make_shared<nn::Conv2d>(3, 3, 1)),
                            std::make_shared<nn::ReLU>()};

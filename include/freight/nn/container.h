@@ -14,17 +14,30 @@ namespace freight::nn {
 //   * a BatchNorm followed by a ReLU (batch_norm_relu): the ReLU is fused into the BatchNorm;
 //   * a ReLU followed by a MaxPool2d (relu_max_pool2d) or an AvgPool2d (relu_avg_pool2d), or a
 //     MaxPool2d followed by a ReLU (max_pool2d_relu): the ReLU is fused into the pooling;
-//   * a Residual followed by a ReLU: the block adds its branches with add_relu.
+//   * a Residual followed by a ReLU: the block adds its branches with add_relu;
+//   * a Conv2d followed by a ReLU (conv2d_relu), unless the ReLU is followed by a pooling that
+//     takes it: the ReLU is applied as the convolution writes its output. The pooling's fusion
+//     saves the ReLU's pass both ways, this one the forward's only (its backward still masks
+//     the gradient in a pass before the convolution's).
 // The ReLU child is then not called (explain shows it with no time of its own). On by default;
 // off (set_fusion(false), or FREIGHT_FUSION=0 in the environment) is for comparing against the
 // unfused ops.
 void set_fusion(bool on);
 bool fusion_enabled();
-enum class FusedPair { None, BatchNormRelu, ReluMaxPool, ReluAvgPool, MaxPoolRelu, ResidualRelu };
-// Which fusion Sequential applies to child `m` and the child after it, `next`: fusion is on and
-// the two are exactly BatchNorm1d/BatchNorm2d and ReLU, ReLU and MaxPool2d or AvgPool2d,
-// MaxPool2d and ReLU, or Residual and ReLU (not subclasses, whose forward may differ).
-FusedPair fused_pair(const Module& m, const Module& next);
+enum class FusedPair {
+  None,
+  BatchNormRelu,
+  ReluMaxPool,
+  ReluAvgPool,
+  MaxPoolRelu,
+  ResidualRelu,
+  ConvRelu
+};
+// Which fusion Sequential applies to child `m` and the child after it, `next` (`after` is the
+// child after `next`, or null): fusion is on and the two are exactly BatchNorm1d/BatchNorm2d and
+// ReLU, ReLU and MaxPool2d or AvgPool2d, MaxPool2d and ReLU, Residual and ReLU, or Conv2d and a
+// ReLU that `after` does not take (not subclasses, whose forward may differ).
+FusedPair fused_pair(const Module& m, const Module& next, const Module* after);
 
 class Sequential : public Module {
  public:

@@ -50,6 +50,9 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel, Size2 stride = 1,
          Size2 padding = 0, Size2 dilation = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), the ReLU applied as the output is written (conv2d_relu): what Sequential
+  // runs for a Conv2d followed by a ReLU that no pooling takes.
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;  // 2·O·OH·OW·C·kh·kw per image

@@ -122,7 +122,8 @@ struct PanelEngine {
     return wk;
   }
 
-  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y,
+                      bool relu = false) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o, NP = g.n * P;
     const TileWork wk = forward_work(g);
     const int nt = wk.nt;
@@ -160,6 +161,10 @@ struct PanelEngine {
             });
           }
         }
+        if (relu)  // the chunk's outputs, just written
+          for_image_pieces(c0, c1, P, [&](int64_t im, int64_t q0, int64_t q1, int64_t) {
+            for (int64_t o = 0; o < O; ++o) relu_in_place(y + (im * O + o) * P + q0, q1 - q0);
+          });
       }
     });
   }
@@ -369,7 +374,9 @@ struct ImplicitEngine {
     int64_t P;  // output plane size
     const Segment* seg[kNV];
     int nseg[kNV];
+    bool relu;  // a fused ReLU on the way out
     void operator()(int m, int u, typename Simd<T>::V v) const {
+      if (relu) v = Simd<T>::relu(v);
       T* base = y + m * P;
       for (int s = 0; s < nseg[u]; ++s)
         Simd<T>::store_mask(base + seg[u][s].off, v, seg[u][s].mask);
@@ -387,7 +394,8 @@ struct ImplicitEngine {
   }
 
   // y = conv(x, w) + bias for stride 1 (weights [O][C][kh][kw] in w).
-  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y,
+                      bool relu = false) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const Layout l = layout(g);
     const TileWork wk = forward_work(g);
@@ -415,7 +423,7 @@ struct ImplicitEngine {
         if (next)
           for (int64_t q = j * per_tile; q < std::min(lines, (j + 1) * per_tile); ++q)
             _mm_prefetch(next + q * 64, _MM_HINT_T1);
-        VirtualStore st{nullptr, P, {}, {}};
+        VirtualStore st{nullptr, P, {}, {}, relu};
         for (int u = 0; u < kNV; ++u) {
           st.seg[u] = segs.data() + (j * kNV + u) * kMaxSegments;
           st.nseg[u] = nsegs[j * kNV + u];
@@ -619,11 +627,12 @@ struct DirectEngine {
     return double(g.o) / double(ldo) * (double(full) + 0.75 * double(g.ow - full)) / double(g.ow);
   }
 
-  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y,
+                      bool relu = false) {
     if (g.sw == 1)
-      run<1>(x, w, bias, g, y);
+      run<1>(x, w, bias, g, y, relu);
     else
-      run<2>(x, w, bias, g, y);
+      run<2>(x, w, bias, g, y, relu);
   }
 
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
@@ -651,7 +660,7 @@ struct DirectEngine {
   }
 
   template <int SW>
-  static void run(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+  static void run(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y, bool relu) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
     const int64_t ldo = round_up(O, W);
@@ -700,6 +709,7 @@ struct DirectEngine {
         split_threads(row_threads, g.oh, 1,
                       [&](int, int64_t i0, int64_t i1) { rows(src, yT, i0, i1); });
         to_nchw(yT, P, O, ldo, y + img * O * P);
+        if (relu) relu_in_place(y + img * O * P, O * P);  // the image's output, just written
       }
       return;
     }
@@ -714,6 +724,7 @@ struct DirectEngine {
         }
         rows(src, yT, 0, g.oh);
         to_nchw(yT, P, O, ldo, y + img * O * P);
+        if (relu) relu_in_place(y + img * O * P, O * P);  // the image's output, just written
       }
     });
   }

@@ -39,6 +39,7 @@
 #include "backend/cpu/conv_dnnl.h"
 #include "backend/cpu/conv_patches.h"
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/parallel.h"
 #include "ops/kernels/conv.h"
 
 namespace freight::cpu {
@@ -132,7 +133,8 @@ inline BlasWork blas_work(const Conv2dGeometry& g, int pass, size_t elem) {
 
 template <class T>
 struct BlasEngine {
-  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y) {
+  static void forward(const T* x, const T* w, const T* bias, const Conv2dGeometry& g, T* y,
+                      bool relu) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const BlasWork bw = blas_work(g, 0, sizeof(T));
     const int64_t L = bw.L;
@@ -149,6 +151,7 @@ struct BlasEngine {
           T* dst = y + (img * O + o) * P + p0;
           const T bo = bias ? bias[o] : T(0);
           for (int64_t j = 0; j < p1 - p0; ++j) dst[j] = src[j] + bo;
+          if (relu) relu_in_place(dst, p1 - p0);
         }
       });
     });
@@ -283,21 +286,29 @@ int dnnl_threads(const Conv2dGeometry& g) {
 // No default cases: -Wswitch flags an engine left out.
 template <class T>
 struct Engine {
-  static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y) {
+  // With `relu` every engine but oneDNN's applies it to outputs it has just written (a tile's
+  // vectors, an image, a chunk); after oneDNN's reorder back to NCHW it is a pass of its own.
+  static void forward(const T* x, const T* w, const T* b, const Conv2dGeometry& g, T* y,
+                      bool relu) {
     if constexpr (std::is_same_v<T, float>)
-      if (use_dnnl(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g)))
+      if (use_dnnl(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g))) {
+        if (relu)
+          parallel_for(g.n * g.o, 1, [&](int64_t p0, int64_t p1) {
+            relu_in_place(y + p0 * g.oh * g.ow, (p1 - p0) * g.oh * g.ow);
+          });
         return ran(0, ConvEngine::Dnnl);
+      }
     const ConvEngine e = pick(g, 0);
     switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        ImplicitEngine<T>::forward(x, w, b, g, y);
+        ImplicitEngine<T>::forward(x, w, b, g, y, relu);
         break;
       case ConvEngine::Direct:
-        DirectEngine<T>::forward(x, w, b, g, y);
+        DirectEngine<T>::forward(x, w, b, g, y, relu);
         break;
       case ConvEngine::Panel:
-        PanelEngine<T>::forward(x, w, b, g, y);
+        PanelEngine<T>::forward(x, w, b, g, y, relu);
         break;
 #else
       case ConvEngine::Implicit:
@@ -307,7 +318,7 @@ struct Engine {
       case ConvEngine::Auto:
       case ConvEngine::Dnnl:
       case ConvEngine::Blas:
-        BlasEngine<T>::forward(x, w, b, g, y);
+        BlasEngine<T>::forward(x, w, b, g, y, relu);
         break;
     }
     ran(0, e);
@@ -402,16 +413,18 @@ bool dnnl_preferred(const Conv2dGeometry& g, int pass) {
 // ================================================================ entry points
 template <class T>
 void forward_typed(const Tensor& xt, const Tensor& wt, const Tensor& bt, const Conv2dGeometry& g,
-                   Tensor& yt) {
+                   bool relu, Tensor& yt) {
   const T* bias = bt.defined() ? ptr<T>(bt) : nullptr;
   T* y = ptr<T>(yt);
   const int64_t P = g.oh * g.ow;
-  if (g.c == 0) {  // no input channels: the output is the bias
-    for (int64_t i = 0; i < g.n * g.o; ++i)
-      std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % g.o] : T(0));
+  if (g.c == 0) {  // no input channels: the output is the bias (through relu)
+    for (int64_t i = 0; i < g.n * g.o; ++i) {
+      const T v = bias ? bias[i % g.o] : T(0);
+      std::fill(y + i * P, y + (i + 1) * P, relu && !(v > T(0)) ? T(0) : v);
+    }
     return;
   }
-  Engine<T>::forward(ptr<T>(xt), ptr<T>(wt), bias, g, y);
+  Engine<T>::forward(ptr<T>(xt), ptr<T>(wt), bias, g, y, relu);
 }
 
 template <class T>
@@ -431,9 +444,9 @@ void backward_weight_typed(const Tensor& gyt, const Tensor& xt, const Conv2dGeom
 }
 
 void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dGeometry& g,
-                 Tensor& y) {
+                 bool relu, Tensor& y) {
   dispatch_floating(x.dtype(), "conv2d_forward",
-                    [&](auto tag) { forward_typed<decltype(tag)>(x, w, b, g, y); });
+                    [&](auto tag) { forward_typed<decltype(tag)>(x, w, b, g, relu, y); });
 }
 void backward_input_cpu(const Tensor& gy, const Tensor& w, const Conv2dGeometry& g, Tensor& gx) {
   dispatch_floating(gy.dtype(), "conv2d_backward_input",

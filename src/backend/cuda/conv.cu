@@ -3,7 +3,8 @@
 //   input gradient   cudnnConvolutionBackwardData   gx = the transposed convolution of gy by w
 //   weight gradient  cudnnConvolutionBackwardFilter gw = Σ_images gy ⋆ x
 // The bias is added to y, and its gradient summed from gy, by two small kernels of our own:
-//   bias add:  one thread per element of y, 256 per block, grid-stride.
+//   bias add:  one thread per element of y, 256 per block, grid-stride; a fused ReLU
+//              (conv2d_relu) is applied in the same pass.
 //   bias grad: the sum of gy over images and pixels per output channel, split over many
 //              blocks per channel and combined in a fixed order (channel_reduce.cuh:
 //              reproducible, no atomics), in double.
@@ -57,11 +58,12 @@ namespace {
 // ---------------------------------------------------------------- bias kernels
 template <class T>
 __global__ void bias_forward_kernel(const T* bias, int64_t channels, int64_t plane, int64_t total,
-                                    bool accumulate, T* y) {
+                                    bool accumulate, bool relu, T* y) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const T b = bias ? bias[(e / plane) % channels] : T(0);
-    y[e] = accumulate ? y[e] + b : b;
+    const T v = accumulate ? y[e] + b : b;
+    y[e] = relu && !(v > T(0)) ? T(0) : v;  // relu's own rule: NaN gives 0
   }
 }
 
@@ -370,16 +372,17 @@ void* data_or_null(const Tensor& t) {
 }
 
 template <class T>
-void add_bias(const Tensor& bias, const Conv2dGeometry& g, bool accumulate, Tensor& y, int dev) {
+void add_bias(const Tensor& bias, const Conv2dGeometry& g, bool accumulate, bool relu, Tensor& y,
+              int dev) {
   const int64_t total = g.n * g.o * g.oh * g.ow;
   bias_forward_kernel<T><<<blocks_for(total), 256, 0, stream(dev)>>>(
       bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr, g.o, g.oh * g.ow, total,
-      accumulate, static_cast<T*>(y.data_ptr()));
+      accumulate, relu, static_cast<T*>(y.data_ptr()));
   FREIGHT_CUDA_CHECK_LAUNCH();
 }
 
 void forward_cuda(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dGeometry& g,
-                  Tensor& y) {
+                  bool relu, Tensor& y) {
   FREIGHT_CHECK(x.is_contiguous() && w.is_contiguous() && (!b.defined() || b.is_contiguous()),
                 "conv2d_forward (cuda): operands must be contiguous");
   check_output(y, "conv2d_forward");
@@ -389,7 +392,7 @@ void forward_cuda(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
   dispatch_floating(x.dtype(), "conv2d_forward", [&](auto tag) {
     using T = decltype(tag);
     if (g.c == 0) {  // no input channels: the output is the bias
-      add_bias<T>(b, g, false, y, dev);
+      add_bias<T>(b, g, false, relu, y, dev);
       return;
     }
     cudnnHandle_t h = handle_on_stream(dev);
@@ -401,7 +404,8 @@ void forward_cuda(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
                                                wa.data_ptr(), pr.plan->conv[kForward],
                                                cudnnConvolutionFwdAlgo_t(pr.algo), data_or_null(ws),
                                                pr.workspace, &zero, pr.plan->y, y.data_ptr()));
-    if (b.defined()) add_bias<T>(b, g, true, y, dev);
+    // The bias and a fused ReLU in one pass over cuDNN's output.
+    if (b.defined() || relu) add_bias<T>(b, g, true, relu, y, dev);
   });
 }
 
