@@ -148,7 +148,7 @@ Timed freight_passes(const Conv2dGeometry& g, cpu::ConvEngine engine, bool own =
   const std::function<void()> passes[3] = {
       [&] { kernels::conv2d_forward(DeviceType::CPU, x, w, b, g, false, y); },
       [&] { kernels::conv2d_backward_input(DeviceType::CPU, gy, w, g, gx); },
-      [&] { kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, gw, gb); }};
+      [&] { kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, Tensor(), gw, gb); }};
   cpu::set_conv_engine(engine);
   const bool allowed = cpu::conv_dnnl_allowed();
   if (own) cpu::set_conv_dnnl_allowed(false);
@@ -249,7 +249,7 @@ Reference reference(const Conv2dGeometry& g) {
          gw = Tensor::empty({g.o, g.c, g.kh, g.kw}), no_bias;
   kernels::conv2d_forward(DeviceType::CPU, x, w, Tensor(), g, false, y);
   kernels::conv2d_backward_input(DeviceType::CPU, gy, w, g, gx);
-  kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, gw, no_bias);
+  kernels::conv2d_backward_weight(DeviceType::CPU, gy, x, g, Tensor(), gw, no_bias);
   auto values = [](const Tensor& t) {
     return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
   };

@@ -86,18 +86,21 @@ int64_t conv2d_workspace_bytes(const Shape& x, const Shape& weight, Pair stride,
 
 namespace {
 
-// The gradients of conv2d's inputs (x, weight, then bias when it has one) from the output's, go:
-// first masked by the sign of the kept output sy where a ReLU was fused (relu's own backward),
-// then the input-gradient and weight-gradient passes.
+// The gradients of conv2d's inputs (x, weight, then bias when it has one) from the output's, go,
+// masked by the sign of the kept output sy where a ReLU was fused (relu's own backward): in a
+// pass of its own before both passes when the input needs a gradient, else by the weight
+// gradient's kernel as it reads go (a network's first layer).
 std::vector<Tensor> conv2d_backward(const Tensor& go, const Tensor& sx, const Tensor& sy,
                                     const Tensor& wp, const Conv2dGeometry& g, bool gx, bool gw,
                                     bool gb, size_t n_inputs) {
   Tensor gy = packed(go);
   DeviceType dev = gy.device().type;
-  if (sy.defined() && gy.numel() > 0) {
+  Tensor mask = sy;
+  if (mask.defined() && gx && gy.numel() > 0) {
     Tensor masked = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
-    kernels::unary_backward(dev, UnaryOp::Relu, sy, sy, gy, masked);
+    kernels::unary_backward(dev, UnaryOp::Relu, mask, mask, gy, masked);
     gy = masked;
+    mask = Tensor();
   }
   std::vector<Tensor> r(n_inputs);
   if (gx) {
@@ -114,7 +117,7 @@ std::vector<Tensor> conv2d_backward(const Tensor& go, const Tensor& sx, const Te
     Tensor db = gb ? Tensor::empty({g.o}, gy.dtype(), gy.device()) : Tensor();
     if (gy.numel() > 0) {
       Tensor xs = sx;
-      kernels::conv2d_backward_weight(dev, gy, xs, g, dw, db);
+      kernels::conv2d_backward_weight(dev, gy, xs, g, mask, dw, db);
     } else {
       if (dw.defined()) dw.zero_();
       if (db.defined()) db.zero_();

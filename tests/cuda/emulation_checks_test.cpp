@@ -133,12 +133,13 @@ TEST(EmulatedWork, ChannelReductionsSplitEachChannelOverManyBlocks) {
   Conv2dGeometry g{n, 1, 32, 32, c, 1, 1, 32, 32, 1, 1, 0, 0, 1, 1};
   Tensor x1 = Tensor::normal({n, 1, 32, 32}, 0, 1, DType::F32, kGpu, &gen);
   Tensor conv_gb = Tensor::empty({c}, DType::F32, kGpu), no_gw;
-  uint64_t bias_blocks = blocks_of(
-      [&] { kernels::conv2d_backward_weight(DeviceType::CUDA, gy, x1, g, no_gw, conv_gb); });
+  uint64_t bias_blocks = blocks_of([&] {
+    kernels::conv2d_backward_weight(DeviceType::CUDA, gy, x1, g, Tensor(), no_gw, conv_gb);
+  });
   EXPECT_GE(bias_blocks, uint64_t(8 * c)) << "convolution bias gradient";
   Tensor conv_gbc = Tensor::empty({c}, DType::F32, Device::cpu());
   Tensor x1c = x1.to(Device::cpu());
-  kernels::conv2d_backward_weight(DeviceType::CPU, gyc, x1c, g, no_gw, conv_gbc);
+  kernels::conv2d_backward_weight(DeviceType::CPU, gyc, x1c, g, Tensor(), no_gw, conv_gbc);
   close(conv_gb, conv_gbc, "conv bias gradient");
 #endif
 }

@@ -733,11 +733,13 @@ struct DirectEngine {
   // padding columns, any horizontal stride of 1 or 2), when O fills channel vectors.
   static bool weight_grad_applies(const Conv2dGeometry& g) { return applies(g) && g.o >= W; }
 
-  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+  // With `relu_out` (a fused ReLU's output), each image's dY is read masked by its sign.
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db,
+                              const T* relu_out = nullptr) {
     if (g.sw == 1)
-      run_dw<1>(gy, x, g, dw, db);
+      run_dw<1>(gy, x, g, dw, db, relu_out);
     else
-      run_dw<2>(gy, x, g, dw, db);
+      run_dw<2>(gy, x, g, dw, db, relu_out);
   }
 
   static TileWork backward_weight_work(const Conv2dGeometry& g) {
@@ -753,7 +755,8 @@ struct DirectEngine {
   }
 
   template <int SW>
-  static void run_dw(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+  static void run_dw(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db,
+                     const T* relu_out) {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, O = g.o;
     const int64_t hp = g.h + 2 * g.ph, wp = g.w + 2 * g.pw, plane = hp * wp;
     const int64_t ldo = round_up(O, W), img_in = g.c * g.h * g.w;
@@ -766,6 +769,8 @@ struct DirectEngine {
     const int tap_threads = nt > 1 ? 1 : threads_for(double(g.n * P) * double(K * O), K / 8);
     const int64_t nb = wk.nb, acc_sz = wk.acc, per_thread = wk.per_thread;
     Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
+    // Each thread's masked copy of one image's dY, read from its cache right after.
+    Tensor masked = relu_out ? Tensor::empty({nt * O * P}, dtype_of<T>()) : Tensor();
     std::vector<int64_t> koff(K);
     for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
       for (int64_t p = 0; p < g.kh; ++p)
@@ -780,6 +785,12 @@ struct DirectEngine {
       const int64_t cnt = e - b;
       for (int64_t i = 0; i < cnt; ++i) {
         const T* gyi = gy + (b + i) * O * P;
+        if (relu_out) {  // relu's backward: dY where the output was positive, else 0
+          const T* yi = relu_out + (b + i) * O * P;
+          T* m = ptr<T>(masked) + t * O * P;
+          for (int64_t e = 0; e < O * P; ++e) m[e] = yi[e] > T(0) ? gyi[e] : T(0);
+          gyi = m;
+        }
         for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);
         if (!dw) continue;
         from_nchw(gyi, P, O, ldo, dyT + i * P * ldo);

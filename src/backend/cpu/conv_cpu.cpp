@@ -293,9 +293,8 @@ struct Engine {
     if constexpr (std::is_same_v<T, float>)
       if (use_dnnl(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g))) {
         if (relu)
-          parallel_for(g.n * g.o, 1, [&](int64_t p0, int64_t p1) {
-            relu_in_place(y + p0 * g.oh * g.ow, (p1 - p0) * g.oh * g.ow);
-          });
+          parallel_for(g.n * g.o * g.oh * g.ow, elementwise_grain(),
+                       [&](int64_t b, int64_t e) { relu_in_place(y + b, e - b); });
         return ran(0, ConvEngine::Dnnl);
       }
     const ConvEngine e = pick(g, 0);
@@ -352,21 +351,36 @@ struct Engine {
     }
     ran(1, e);
   }
-  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db) {
+  // With `relu_out` (a fused ReLU's output) the direct engine masks each image's dY as it reads
+  // it; the others read a masked copy made in a pass of its own first.
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db,
+                              const T* relu_out) {
+    Tensor copy;
+    auto masked = [&]() -> const T* {
+      if (!relu_out) return gy;
+      const int64_t n = g.n * g.o * g.oh * g.ow;
+      copy = Tensor::empty({n}, dtype_of<T>());
+      T* m = ptr<T>(copy);
+      parallel_for(n, elementwise_grain(), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) m[i] = relu_out[i] > T(0) ? gy[i] : T(0);
+      });
+      return m;
+    };
     if constexpr (std::is_same_v<T, float>)
-      if (dw && use_dnnl(g, 2) && dnnl_conv_backward_weight(gy, x, g, dw, db, dnnl_threads(g)))
+      if (dw && use_dnnl(g, 2) &&
+          dnnl_conv_backward_weight(masked(), x, g, dw, db, dnnl_threads(g)))
         return ran(2, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 2);
     switch (e) {
 #if defined(__AVX512F__)
       case ConvEngine::Implicit:
-        ImplicitEngine<T>::backward_weight(gy, x, g, dw, db);
+        ImplicitEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
       case ConvEngine::Direct:
-        DirectEngine<T>::backward_weight(gy, x, g, dw, db);
+        DirectEngine<T>::backward_weight(gy, x, g, dw, db, relu_out);
         break;
       case ConvEngine::Panel:
-        PanelEngine<T>::backward_weight(gy, x, g, dw, db);
+        PanelEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
 #else
       case ConvEngine::Implicit:
@@ -376,7 +390,7 @@ struct Engine {
       case ConvEngine::Auto:
       case ConvEngine::Dnnl:
       case ConvEngine::Blas:
-        BlasEngine<T>::backward_weight(gy, x, g, dw, db);
+        BlasEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
     }
     ran(2, e);
@@ -436,11 +450,16 @@ void backward_input_typed(const Tensor& gyt, const Tensor& wt, const Conv2dGeome
 
 template <class T>
 void backward_weight_typed(const Tensor& gyt, const Tensor& xt, const Conv2dGeometry& g,
-                           Tensor& gwt, Tensor& gbt) {
+                           const Tensor& relu_output, Tensor& gwt, Tensor& gbt) {
   T* dw = gwt.defined() && gwt.numel() > 0 ? ptr<T>(gwt) : nullptr;
   T* db = gbt.defined() ? ptr<T>(gbt) : nullptr;
   if (!dw && !db) return;
-  Engine<T>::backward_weight(ptr<T>(gyt), dw ? ptr<T>(xt) : nullptr, g, dw, db);
+  FREIGHT_CHECK(!relu_output.defined() ||
+                    (relu_output.is_contiguous() && relu_output.numel() == gyt.numel() &&
+                     relu_output.dtype() == gyt.dtype()),
+                "conv2d_backward_weight: the ReLU's output must be packed like gy");
+  Engine<T>::backward_weight(ptr<T>(gyt), dw ? ptr<T>(xt) : nullptr, g, dw, db,
+                             relu_output.defined() ? ptr<T>(relu_output) : nullptr);
 }
 
 void forward_cpu(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dGeometry& g,
@@ -452,10 +471,11 @@ void backward_input_cpu(const Tensor& gy, const Tensor& w, const Conv2dGeometry&
   dispatch_floating(gy.dtype(), "conv2d_backward_input",
                     [&](auto tag) { backward_input_typed<decltype(tag)>(gy, w, g, gx); });
 }
-void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g, Tensor& gw,
-                         Tensor& gb) {
-  dispatch_floating(gy.dtype(), "conv2d_backward_weight",
-                    [&](auto tag) { backward_weight_typed<decltype(tag)>(gy, x, g, gw, gb); });
+void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g,
+                         const Tensor& relu_output, Tensor& gw, Tensor& gb) {
+  dispatch_floating(gy.dtype(), "conv2d_backward_weight", [&](auto tag) {
+    backward_weight_typed<decltype(tag)>(gy, x, g, relu_output, gw, gb);
+  });
 }
 
 #if defined(__AVX512F__)

@@ -430,10 +430,17 @@ void backward_input_cuda(const Tensor& gy, const Tensor& w, const Conv2dGeometry
   });
 }
 
-void backward_weight_cuda(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g, Tensor& gw,
-                          Tensor& gb) {
+void backward_weight_cuda(const Tensor& gy_in, const Tensor& x, const Conv2dGeometry& g,
+                          const Tensor& relu_output, Tensor& gw, Tensor& gb) {
   const bool want_w = gw.defined() && gw.numel() > 0, want_b = gb.defined();
   if (!want_w && !want_b) return;
+  Tensor gy = gy_in;
+  if (relu_output.defined() && gy.numel() > 0) {  // a fused ReLU's mask, as a pass of its own
+    FREIGHT_CHECK(relu_output.is_contiguous() && relu_output.numel() == gy.numel(),
+                  "conv2d_backward_weight (cuda): the ReLU's output must be packed like gy");
+    gy = Tensor::empty(gy_in.shape(), gy_in.dtype(), gy_in.device());
+    kernels::unary_backward(DeviceType::CUDA, UnaryOp::Relu, relu_output, relu_output, gy_in, gy);
+  }
   FREIGHT_CHECK(gy.is_contiguous() && (!want_w || x.is_contiguous()),
                 "conv2d_backward_weight (cuda): operands must be contiguous");
   if (want_w) check_output(gw, "conv2d_backward_weight");

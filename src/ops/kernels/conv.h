@@ -26,14 +26,15 @@ FREIGHT_KERNEL(conv2d_forward, void(const Tensor& x, const Tensor& weight, const
 FREIGHT_KERNEL(conv2d_backward_input,
                void(const Tensor& gy, const Tensor& weight, const Conv2dGeometry& g, Tensor& gx));
 // gweight = Σ_images gy ⋆ x (correlation of the output gradient with the input); gbias =
-// Σ gy over images and pixels. Either output may be undefined (not wanted).
+// Σ gy over images and pixels. Either output may be undefined (not wanted). With `relu_output`
+// defined (y of a conv2d_relu), gy is read masked by its sign, y > 0 ? gy : 0 (relu's backward),
+// with the same values and sums as a masked copy would give.
 FREIGHT_KERNEL(conv2d_backward_weight,
-               void(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g, Tensor& gweight,
-                    Tensor& gbias));
+               void(const Tensor& gy, const Tensor& x, const Conv2dGeometry& g,
+                    const Tensor& relu_output, Tensor& gweight, Tensor& gbias));
 // Bytes a pass (0 forward, 1 input gradient, 2 weight gradient) of a layer with a bias takes
 // from the device's allocator while it runs, beyond its operands and result: unrolled chunks,
 // blocked copies, a library's scratch. For the planner's memory estimate (profile/plan.cpp).
-FREIGHT_KERNEL(conv2d_workspace_bytes,
-               int64_t(const Conv2dGeometry& g, int pass, DType dtype));
+FREIGHT_KERNEL(conv2d_workspace_bytes, int64_t(const Conv2dGeometry& g, int pass, DType dtype));
 }  // namespace kernels
 }  // namespace freight
