@@ -788,7 +788,7 @@ struct DirectEngine {
         if (relu_out) {  // relu's backward: dY where the output was positive, else 0
           const T* yi = relu_out + (b + i) * O * P;
           T* m = ptr<T>(masked) + t * O * P;
-          for (int64_t e = 0; e < O * P; ++e) m[e] = yi[e] > T(0) ? gyi[e] : T(0);
+          for (int64_t q = 0; q < O * P; ++q) m[q] = yi[q] > T(0) ? gyi[q] : T(0);
           gyi = m;
         }
         for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);

@@ -294,7 +294,7 @@ struct Engine {
       if (use_dnnl(g, 0) && dnnl_conv_forward(x, w, b, g, y, dnnl_threads(g))) {
         if (relu)
           parallel_for(g.n * g.o * g.oh * g.ow, elementwise_grain(),
-                       [&](int64_t b, int64_t e) { relu_in_place(y + b, e - b); });
+                       [&](int64_t lo, int64_t hi) { relu_in_place(y + lo, hi - lo); });
         return ran(0, ConvEngine::Dnnl);
       }
     const ConvEngine e = pick(g, 0);
@@ -361,8 +361,8 @@ struct Engine {
       const int64_t n = g.n * g.o * g.oh * g.ow;
       copy = Tensor::empty({n}, dtype_of<T>());
       T* m = ptr<T>(copy);
-      parallel_for(n, elementwise_grain(), [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) m[i] = relu_out[i] > T(0) ? gy[i] : T(0);
+      parallel_for(n, elementwise_grain(), [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) m[i] = relu_out[i] > T(0) ? gy[i] : T(0);
       });
       return m;
     };
