@@ -59,6 +59,33 @@ TEST_F(ConvCuda, MatchesCpuInBothPrecisionsOnOddShapes) {
   }
 }
 
+// conv2d_relu: the ReLU in the bias kernel's pass, and the mask in the backward: a pass before
+// both convolution passes, or (the input needing no gradient, as a first layer's) inside the
+// weight gradient. The second form detaches x and gives it a zero gradient by another path, so
+// the comparison still has one.
+TEST_F(ConvCuda, FusedReluMatchesCpuWithAndWithoutAnInputGradient) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (bool bias : {true, false}) {
+      std::vector<Tensor> in = conv_inputs({3, 2, 9, 8}, {5, 2, 3, 3}, dt, bias ? 31 : 32);
+      if (!bias) in.pop_back();
+      const std::string what = std::string(dtype_name(dt)) + (bias ? "" : ", no bias");
+      auto conv = [bias](const Tensor& x, const std::vector<Tensor>& v) {
+        return conv2d_relu(x, v[1], bias ? v[2] : Tensor(), {1, 1}, {1, 1});
+      };
+      expect_cuda_matches_cpu(
+          what, in, [&](const std::vector<Tensor>& v) { return conv(v[0], v); },
+          dt == DType::F32 ? 1e-4 : 1e-10);
+      expect_cuda_matches_cpu(
+          what + ", no input gradient", in,
+          [&](const std::vector<Tensor>& v) {
+            return add(conv(v[0].detach(), v), scale(sum(v[0]), 0.0));
+          },
+          dt == DType::F32 ? 1e-4 : 1e-10);
+    }
+  }
+}
+
 TEST_F(ConvCuda, AMisalignedInputViewIsHandled) {
   FREIGHT_SKIP_WITHOUT_CUDA();
   // Images of 3·5·5 = 75 floats: image 1 starts 300 bytes into the storage, not 16-aligned.
