@@ -82,8 +82,12 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     kernels::binary(a.device().type, op, expand_view(a, s), expand_view(b, s), out);
   if (needs_grad({&a, &b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
-    Tensor sa = a.detach(), sb = b.detach();
-    record(name, {a, b}, {out}, [op, sa, sb, ga, gb](const std::vector<Tensor>& g) {
+    // Only a product or a quotient reads its operands back; a sum or a difference keeps their
+    // shapes (for sum_to), so that a residual block's branches are not held until backward.
+    const bool reads_operands = op == BinaryOp::Mul || op == BinaryOp::Div;
+    Tensor sa = reads_operands ? a.detach() : Tensor(), sb = reads_operands ? b.detach() : Tensor();
+    const Shape as = a.shape(), bs = b.shape();
+    record(name, {a, b}, {out}, [op, sa, sb, as, bs, ga, gb](const std::vector<Tensor>& g) {
       const Tensor& go = g[0];
       Tensor da, db;
       switch (op) {
@@ -106,8 +110,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
         case BinaryOp::AddRelu:  // add_relu records its own backward
           break;
       }
-      if (da.defined()) da = sum_to(da, sa.shape());
-      if (db.defined()) db = sum_to(db, sb.shape());
+      if (da.defined()) da = sum_to(da, as);
+      if (db.defined()) db = sum_to(db, bs);
       return std::vector<Tensor>{da, db};
     });
   }
