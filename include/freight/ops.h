@@ -90,7 +90,7 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair paddi
 // for a ReLU followed by a MaxPool2d.
 Tensor relu_max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 // relu(max_pool2d(x)) in one pass each way, bit-identical to the pair (a window holding a NaN
-// gives 0, as relu of its NaN maximum): what nn::Sequential runs for a MaxPool2d followed by a
+// gives NaN, as relu of its NaN maximum): what nn::Sequential runs for a MaxPool2d followed by a
 // ReLU.
 Tensor max_pool2d_relu(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 // Average pooling counts the padding zeros in the divisor (PyTorch's count_include_pad=True).

@@ -32,9 +32,10 @@
   X(Sqrt, sqrt, Output, 1)        \
   X(Square, square, Input, 1)
 
-// Activations: ops and layers. relu reads the sign of its output (y > 0 exactly when x > 0;
-// relu(NaN) is 0 and NaN > 0 is false); sigmoid y(1 − y); tanh 1 − y²; gelu (exact form x·Φ(x),
-// PyTorch's default) Φ(x) + x·φ(x); silu (x·σ(x)) σ(x)·(1 + x·(1 − σ(x))).
+// Activations: ops and layers. relu (PyTorch's: x < 0 ? 0 : x, so relu(NaN) is NaN) reads its
+// output: the gradient passes where y is not <= 0 (positive or NaN); sigmoid y(1 − y); tanh
+// 1 − y²; gelu (exact form x·Φ(x), PyTorch's default) Φ(x) + x·φ(x); silu (x·σ(x))
+// σ(x)·(1 + x·(1 − σ(x))).
 #define FREIGHT_ACTIVATION_OPS(A)         \
   A(Relu, relu, Output, 1, ReLU)          \
   A(Sigmoid, sigmoid, Output, 2, Sigmoid) \

@@ -110,7 +110,7 @@ FREIGHT_OP_CASES({
         "sqrt", sqrt, [](double x) { return std::sqrt(x); }, positive),
     unary_case("square", square, [](double x) { return x * x; }),
     unary_case(
-        "relu", relu, [](double x) { return x > 0 ? x : 0; }, away_from_zero),
+        "relu", relu, [](double x) { return x < 0 ? 0 : x; }, away_from_zero),
     unary_case("sigmoid", sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }),
     unary_case("tanh", tanh, [](double x) { return std::tanh(x); }),
     unary_case("gelu", gelu, gelu_ref),

@@ -6,6 +6,7 @@
 // evaluation, and must really be fused (its output comes from the fused op).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -161,9 +162,21 @@ TEST(Fusion, ConvReluIsBitIdenticalToTheUnfusedPair) {
   expect_fusion_is_bit_identical(conv_relu_net);
 }
 
-// relu(NaN) is 0 with no gradient: a NaN in one image's input turns that image's outputs under
-// it into NaN before the ReLU, and the fused convolution writes 0 there as the pair does.
-TEST(Fusion, ConvReluTurnsNanIntoZeroLikeTheUnfusedPair) {
+// Element by element, NaN equal to NaN (a NaN must be where the other has one).
+void expect_same(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": " << got[i] << ", want NaN";
+    else
+      EXPECT_EQ(got[i], want[i]) << "element " << i;
+  }
+}
+
+// relu(NaN) is NaN, as in PyTorch, and its gradient passes there: a NaN in one image's input
+// turns that image's outputs under it into NaN, which the fused convolution keeps as the pair
+// does (a diverged value stays visible), and the weight gradient is NaN both ways.
+TEST(Fusion, ConvReluKeepsNanLikeTheUnfusedPair) {
   Generator gen(4);
   Tensor x = Tensor::normal({2, 1, 5, 5}, 0, 1, DType::F32, Device::cpu(), &gen);
   std::vector<double> v = x.to_double_vector();
@@ -171,12 +184,65 @@ TEST(Fusion, ConvReluTurnsNanIntoZeroLikeTheUnfusedPair) {
   x = Tensor::from_vector(v, x.shape()).to(DType::F32);
   Tensor w = Tensor::normal({3, 1, 3, 3}, 0, 1, DType::F32, Device::cpu(), &gen);
   Tensor b = Tensor::normal({3}, 0, 1, DType::F32, Device::cpu(), &gen);
-  const std::vector<double> fused = conv2d_relu(x, w, b).to_double_vector();
-  const std::vector<double> pair = relu(conv2d(x, w, b)).to_double_vector();
-  EXPECT_EQ(fused, pair);
-  size_t zeros = 0;
-  for (double e : fused) zeros += e == 0;
-  EXPECT_GE(zeros, 3u * 9u);  // every output of the first image read the NaN
+  std::vector<std::vector<double>> values, grads;
+  for (bool fused : {true, false}) {
+    Tensor wf = w.detach();
+    wf.set_requires_grad(true);
+    Tensor y = fused ? conv2d_relu(x, wf, b) : relu(conv2d(x, wf, b));
+    sum(y).backward();
+    values.push_back(y.to_double_vector());
+    grads.push_back(wf.grad().to_double_vector());
+  }
+  expect_same(values[0], values[1]);
+  expect_same(grads[0], grads[1]);
+  size_t nans = 0;
+  for (double e : values[0]) nans += std::isnan(e);
+  EXPECT_EQ(nans, 3u * 9u);  // every output of the first image read the NaN
+}
+
+// relu itself, as PyTorch's: x < 0 ? 0 : x, so NaN stays NaN and −0 stays −0; the gradient
+// passes where the output is positive or NaN, in float and double.
+TEST(Fusion, ReluKeepsNanAndPassesItsGradientAsPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dt : {DType::F32, DType::F64}) {
+    Tensor x = Tensor::from_vector(std::vector<double>{nan, -1.0, 0.0, -0.0, 2.0}, {5}).to(dt);
+    x.set_requires_grad(true);
+    Tensor y = relu(x);
+    sum(y).backward();
+    const std::vector<double> got = y.to_double_vector();
+    expect_same(got, {nan, 0.0, 0.0, -0.0, 2.0});
+    EXPECT_TRUE(std::signbit(got[3])) << "relu(-0) is -0, as in PyTorch";
+    EXPECT_EQ(x.grad().to_double_vector(), (std::vector<double>{1, 0, 0, 0, 1}));
+  }
+}
+
+// batch_norm_relu and add_relu with a NaN: the pair's values and gradients (NaN where the pair
+// has NaN), so a diverged value is not hidden by the fusion.
+TEST(Fusion, BatchNormReluAndAddReluKeepNanLikeTheUnfusedPairs) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> xv{0.5, -1.0, nan, 2.0, -3.0, 0.25, 1.5, -0.5};
+  std::vector<std::vector<double>> values, grads;
+  for (bool fused : {true, false}) {
+    Tensor x = Tensor::from_vector(xv, {2, 2, 2, 1});
+    x.set_requires_grad(true);
+    Tensor w = Tensor::from_vector(std::vector<double>{1.5, -0.5}, {2});
+    Tensor b = Tensor::from_vector(std::vector<double>{0.1, 0.2}, {2});
+    Tensor rm = Tensor::zeros({2}, DType::F64), rv = Tensor::ones({2}, DType::F64);
+    Tensor bn =
+        fused ? batch_norm_relu(x, w, b, rm, rv, false) : relu(batch_norm(x, w, b, rm, rv, false));
+    Tensor other =
+        Tensor::from_vector(std::vector<double>{1, -1, 1, -1, 1, -1, 1, -1}, {2, 2, 2, 1});
+    Tensor ar = fused ? add_relu(x, other) : relu(add(x, other));
+    sum(add(bn, ar)).backward();
+    std::vector<double> v = bn.to_double_vector(), a = ar.to_double_vector();
+    v.insert(v.end(), a.begin(), a.end());
+    values.push_back(v);
+    grads.push_back(x.grad().to_double_vector());
+  }
+  expect_same(values[0], values[1]);
+  expect_same(grads[0], grads[1]);
+  EXPECT_TRUE(std::isnan(values[0][2]) && std::isnan(values[0][10]));
+  EXPECT_TRUE(std::isnan(grads[0][2]) || grads[0][2] != 0) << "the NaN's gradient passes";
 }
 
 // A fused pooling and the pair relu-then-pool on 2x2 windows of `x` [1, 2, 2, 2] (NaN among
@@ -198,38 +264,38 @@ std::pair<std::vector<std::vector<double>>, std::vector<std::vector<double>>> fu
   return {values, grads};
 }
 
-// relu(NaN) is 0 and relu's gradient there is 0: the fused average reads the NaN as 0 and sends
-// it no gradient, as the pair does; a plain avg_pool2d would return NaN.
-TEST(Fusion, ReluAvgPoolReadsNanAsZeroLikeTheUnfusedPair) {
+// relu passes a NaN and its gradient: the fused average of a window holding one is NaN, and
+// every element of the window but the negative one gets its share of the gradient, as with the
+// pair (and PyTorch's avg_pool2d(relu(x))).
+TEST(Fusion, ReluAvgPoolKeepsNanLikeTheUnfusedPair) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   auto [values, grads] = fused_and_pair(relu_avg_pool2d, avg_pool2d,
                                         {nan, 0.5, -1.0, 0.25, 1.0, -2.0, 3.0, 0.0}, {4.0, 8.0});
-  EXPECT_EQ(values[0], (std::vector<double>{0.1875, 1.0}));
-  EXPECT_EQ(values[0], values[1]);
-  EXPECT_EQ(grads[0], (std::vector<double>{0, 1, 0, 1, 2, 0, 2, 0}));
+  expect_same(values[0], {nan, 1.0});
+  expect_same(values[1], values[0]);
+  EXPECT_EQ(grads[0], (std::vector<double>{1, 1, 0, 1, 2, 0, 2, 0}));
   EXPECT_EQ(grads[0], grads[1]);
 }
 
-// relu(NaN) is 0, so a NaN in a window does not win the fused pooling's maximum as it would win
-// a plain max_pool2d's: the pair's answer, not the pooling's.
-TEST(Fusion, ReluMaxPoolReadsNanAsZeroLikeTheUnfusedPair) {
+// relu(NaN) is NaN, so a NaN wins the fused pooling's maximum as it wins max_pool2d's, and its
+// gradient goes to it; a window of negative values gives 0 and no gradient.
+TEST(Fusion, ReluMaxPoolLetsNanWinLikeTheUnfusedPair) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   auto [values, grads] = fused_and_pair(relu_max_pool2d, max_pool2d,
-                                        {nan, 0.5, -1.0, 0.25, nan, -2.0, -3.0, -4.0}, {3.0, 5.0});
-  EXPECT_EQ(values[0], (std::vector<double>{0.5, 0.0}));
-  EXPECT_EQ(values[0], values[1]);
+                                        {0.5, nan, -1.0, 0.25, -1.0, -2.0, -3.0, -4.0}, {3.0, 5.0});
+  expect_same(values[0], {nan, 0.0});
+  expect_same(values[1], values[0]);
   EXPECT_EQ(grads[0], (std::vector<double>{0, 3, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(grads[0], grads[1]);
 }
 
-// A NaN wins max_pool2d's maximum and relu turns it into 0 with no gradient: the fused
-// max_pool2d_relu gives that, not the maximum of the other values (which the pooling with the
-// ReLU before it, relu_max_pool2d, would give).
-TEST(Fusion, MaxPoolReluTurnsANanMaximumIntoZeroLikeTheUnfusedPair) {
+// A NaN wins max_pool2d's maximum and relu keeps it, with its gradient: the fused
+// max_pool2d_relu gives that, as the pair does.
+TEST(Fusion, MaxPoolReluKeepsANanMaximumLikeTheUnfusedPair) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::vector<double>> values, grads;
   for (bool fused : {true, false}) {
-    Tensor x = Tensor::from_vector(std::vector<double>{nan, 0.5, -1.0, 0.25, -0.5, 2.0, -3.0, -4.0},
+    Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.0, nan, 0.25, -0.5, 2.0, -3.0, -4.0},
                                    {1, 2, 2, 2});
     x.set_requires_grad(true);
     Tensor y = fused ? max_pool2d_relu(x, {2, 2}) : relu(max_pool2d(x, {2, 2}));
@@ -237,9 +303,9 @@ TEST(Fusion, MaxPoolReluTurnsANanMaximumIntoZeroLikeTheUnfusedPair) {
     values.push_back(y.to_double_vector());
     grads.push_back(x.grad().to_double_vector());
   }
-  EXPECT_EQ(values[0], (std::vector<double>{0.0, 2.0}));
-  EXPECT_EQ(values[0], values[1]);
-  EXPECT_EQ(grads[0], (std::vector<double>{0, 0, 0, 0, 0, 5, 0, 0}));
+  expect_same(values[0], {nan, 2.0});
+  expect_same(values[1], values[0]);
+  EXPECT_EQ(grads[0], (std::vector<double>{0, 0, 3, 0, 0, 5, 0, 0}));
   EXPECT_EQ(grads[0], grads[1]);
 }
 

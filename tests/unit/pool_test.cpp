@@ -58,8 +58,8 @@ TEST(MaxPool2d, PaddingNeverWinsAndNanPropagates) {
 // Every window shape (not only 2x2, which has its own loop; 3x3 stride 2 padded by 1 has an
 // AVX-512 one, here on rows of 19 and 17 outputs): with many ties, NaNs and −∞, each output
 // is the window's maximum by PyTorch's rule in row-major order (a later element wins when it is
-// larger or NaN) and its gradient goes to that element; with a fused ReLU, a window whose
-// maximum is 0 passes no gradient.
+// larger or NaN) and its gradient goes to that element; with a fused ReLU (PyTorch's relu: a NaN
+// passes), a window whose maximum is <= 0 passes no gradient.
 TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
   struct Geo {
     int64_t h, w;
@@ -95,12 +95,12 @@ TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
                 if (r < 0 || r >= g.h || c < 0 || c >= g.w) continue;
                 const int64_t pos = (plane * g.h + r) * g.w + c;
                 double e = v[size_t(pos)];
-                if (relu) e = e > 0 ? e : 0.0;
+                if (relu) e = e < 0 ? 0.0 : e;
                 if (at < 0) at = pos;  // the first element in the plane, if nothing beats -inf
                 if (e > best || std::isnan(e)) best = e, at = pos;
               }
             want_y.push_back(best);
-            if (!relu || best > 0) want_g[size_t(at)] += 1;
+            if (!relu || !(best <= 0)) want_g[size_t(at)] += 1;
           }
       const std::vector<double> got_y = y.to_double_vector(), got_g = x.grad().to_double_vector();
       ASSERT_EQ(got_y.size(), want_y.size());

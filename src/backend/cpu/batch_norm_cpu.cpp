@@ -8,6 +8,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/unary_rules.h"
 #include "ops/kernels/norm.h"
 #include "ops/kernels/typed_data.h"
 
@@ -19,14 +20,14 @@ int64_t channel_grain(int64_t n, int64_t s) {
   return std::max<int64_t>(1, elementwise_grain() / std::max<int64_t>(1, n * s));
 }
 
-// A fused ReLU's backward: u·[y > 0] where y = v·ms + mt is the forward's output, recomputed
-// from the input v (read anyway) with the forward's own expression (channel_affine's a·u + k
-// with the same scale and shift), so it is the same value bit for bit. A select, not a branch,
-// so the loops stay vectorised. Without Masked: u.
+// A fused ReLU's backward: u where relu_passes(y), else 0. The forward's output y = v·ms + mt is
+// recomputed from the input v (read anyway) with the forward's own expression (channel_affine's
+// a·u + k with the same scale and shift), so it is the same value bit for bit. A select, not a
+// branch, so the loops stay vectorised. Without Masked: u.
 template <bool Masked, class T>
 inline T masked(T u, T v, T ms, T mt) {
   if constexpr (Masked)
-    return ms * v + mt > T(0) ? u : T(0);
+    return relu_passes(ms * v + mt) ? u : T(0);
   else
     return u;
 }
@@ -93,11 +94,11 @@ void channel_sums(int64_t n, int64_t c, int64_t s, const T* u, const T* v, const
   });
 }
 
-// The ReLU of a fused ReLU: v > 0 ? v : 0, as relu (NaN gives 0).
+// The ReLU of a fused ReLU: relu's own rule, relu_value.
 template <bool Relu, class T>
 inline T clamped(T v) {
   if constexpr (Relu)
-    return v > T(0) ? v : T(0);
+    return relu_value(v);
   else
     return v;
 }

@@ -785,10 +785,10 @@ struct DirectEngine {
       const int64_t cnt = e - b;
       for (int64_t i = 0; i < cnt; ++i) {
         const T* gyi = gy + (b + i) * O * P;
-        if (relu_out) {  // relu's backward: dY where the output was positive, else 0
+        if (relu_out) {  // relu's backward: dY where relu_passes(output), else 0
           const T* yi = relu_out + (b + i) * O * P;
           T* m = ptr<T>(masked) + t * O * P;
-          for (int64_t q = 0; q < O * P; ++q) m[q] = yi[q] > T(0) ? gyi[q] : T(0);
+          for (int64_t q = 0; q < O * P; ++q) m[q] = relu_passes(yi[q]) ? gyi[q] : T(0);
           gyi = m;
         }
         for (int64_t o = 0; o < O; ++o) pb[o] += sum_n(gyi + o * P, P);

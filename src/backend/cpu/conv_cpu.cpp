@@ -362,7 +362,7 @@ struct Engine {
       copy = Tensor::empty({n}, dtype_of<T>());
       T* m = ptr<T>(copy);
       parallel_for(n, elementwise_grain(), [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) m[i] = relu_out[i] > T(0) ? gy[i] : T(0);
+        for (int64_t i = lo; i < hi; ++i) m[i] = relu_passes(relu_out[i]) ? gy[i] : T(0);
       });
       return m;
     };
@@ -434,7 +434,7 @@ void forward_typed(const Tensor& xt, const Tensor& wt, const Tensor& bt, const C
   if (g.c == 0) {  // no input channels: the output is the bias (through relu)
     for (int64_t i = 0; i < g.n * g.o; ++i) {
       const T v = bias ? bias[i % g.o] : T(0);
-      std::fill(y + i * P, y + (i + 1) * P, relu && !(v > T(0)) ? T(0) : v);
+      std::fill(y + i * P, y + (i + 1) * P, relu ? relu_value(v) : v);
     }
     return;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backend/cpu/conv_tiles.h"
+#include "backend/cpu/unary_rules.h"
 #include "freight/parallel_thresholds.h"
 #include "freight/tensor.h"
 #include "ops/kernels/conv.h"
@@ -29,12 +30,12 @@ DType dtype_of() {
   return std::is_same_v<T, float> ? DType::F32 : DType::F64;
 }
 
-// p[i] = relu(p[i]) = p[i] > 0 ? p[i] : 0 (NaN gives 0, as relu's own kernel): a fused ReLU on
-// output a thread has just written, while it is in its cache.
+// p[i] = relu(p[i]) (relu_value): a fused ReLU on output a thread has just written, while it is
+// in its cache.
 template <class T>
 inline void relu_in_place(T* p, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > T(0) ? p[i] : T(0);
+  for (int64_t i = 0; i < n; ++i) p[i] = relu_value(p[i]);
 }
 
 #if defined(__AVX512F__)

@@ -25,9 +25,9 @@ struct Simd<float> {
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  // v > 0 ? v : 0 per lane: max returns its second operand when the first is NaN (or both are
-  // zeros), so NaN and −0 give +0 as relu's own rule does.
-  static V relu(V v) { return _mm512_max_ps(v, zero()); }
+  // relu_value per lane, v < 0 ? 0 : v: max(a, b) is a > b ? a : b, so max(0, v) returns v when
+  // v is NaN or −0, as the scalar rule does.
+  static V relu(V v) { return _mm512_max_ps(zero(), v); }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
   // The first n <= kLanes lanes (the others load as 0, and are not stored).
   static V load_n(const float* p, int n) {
@@ -51,7 +51,7 @@ struct Simd<double> {
   static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
-  static V relu(V v) { return _mm512_max_pd(v, zero()); }  // as Simd<float>::relu
+  static V relu(V v) { return _mm512_max_pd(zero(), v); }  // as Simd<float>::relu
   static double sum(V v) { return _mm512_reduce_add_pd(v); }
   static V load_n(const double* p, int n) {
     return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);

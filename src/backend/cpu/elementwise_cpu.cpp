@@ -145,11 +145,8 @@ void binary_cpu(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
       case BinaryOp::Div:
         binary_typed<T>(a, b, out, [](T x, T y) { return x / y; });
         break;
-      case BinaryOp::AddRelu:  // relu's own rule on the rounded sum (NaN gives 0)
-        binary_typed<T>(a, b, out, [](T x, T y) {
-          const T s = x + y;
-          return s > T(0) ? s : T(0);
-        });
+      case BinaryOp::AddRelu:  // relu's own rule on the rounded sum
+        binary_typed<T>(a, b, out, [](T x, T y) { return relu_value(T(x + y)); });
         break;
     }
   });

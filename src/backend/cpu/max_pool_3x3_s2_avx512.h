@@ -40,10 +40,8 @@ inline __m512 load_columns(const float* row, int64_t w, int64_t col) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   if (in == 0) return neg_inf;  // nothing to read (the address may be out of the tensor)
   __m512 v = _mm512_mask_loadu_ps(neg_inf, in, row + col);
-  if constexpr (RELU) {  // v > 0 ? v : 0 in the plane (NaN reads as 0), −∞ off it
-    const __mmask16 positive = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
-    v = _mm512_mask_mov_ps(neg_inf, in, _mm512_maskz_mov_ps(positive, v));
-  }
+  if constexpr (RELU)  // relu_value in the plane (max(0, v) keeps a NaN and −0), −∞ off it
+    v = _mm512_mask_mov_ps(neg_inf, in, _mm512_max_ps(_mm512_setzero_ps(), v));
   return v;
 }
 
@@ -58,11 +56,10 @@ inline Taps row_taps(const float* row, int64_t w, int64_t j0) {
           _mm512_permutex2var_ps(b0, even, b1)};
 }
 
-// best, at ← v, i in the lanes where v is larger than best or NaN (RELU: no NaN reaches here).
-template <bool RELU>
+// best, at ← v, i in the lanes where v is larger than best or NaN.
 inline void keep_max(__m512 v, __m512i i, __m512& best, __m512i& at) {
   __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
-  if constexpr (!RELU) take |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  take |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   best = _mm512_mask_mov_ps(best, take, v);
   at = _mm512_mask_mov_epi32(at, take, i);
 }
@@ -95,13 +92,13 @@ void max_forward_3x3_s2_p1_avx512(const float* x, const Pool2dGeometry& g, float
         const __m512i left =
             _mm512_add_epi32(_mm512_set1_epi32(int32_t(r * w + 2 * j0 - 1)), two_lane);
         const __m512i one = _mm512_set1_epi32(1);
-        keep_max<RELU>(t.left, left, best, at);
-        keep_max<RELU>(t.centre, _mm512_add_epi32(left, one), best, at);
-        keep_max<RELU>(t.right, _mm512_add_epi32(left, _mm512_add_epi32(one, one)), best, at);
+        keep_max(t.left, left, best, at);
+        keep_max(t.centre, _mm512_add_epi32(left, one), best, at);
+        keep_max(t.right, _mm512_add_epi32(left, _mm512_add_epi32(one, one)), best, at);
       }
-      if constexpr (RELU)  // a window whose maximum is 0 passes no gradient
+      if constexpr (RELU)  // where relu_passes(best) fails (best <= 0), no gradient
         at = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1),
-                                   _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ), at);
+                                   _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NLE_UQ), at);
       _mm512_mask_storeu_ps(y + i * g.ow + j0, out, best);
       _mm512_mask_storeu_epi32(idx + i * g.ow + j0, out, at);
     }

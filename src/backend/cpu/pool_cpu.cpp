@@ -12,6 +12,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/unary_rules.h"
 #include "ops/kernels/pool.h"
 #if defined(__AVX512F__)
 #include "backend/cpu/max_pool_3x3_s2_avx512.h"
@@ -65,13 +66,13 @@ inline void keep_max(T v, int32_t i, T& best, int32_t& at) {
   at = select(take, i, at), best = select(take, v, best);
 }
 
-// With RELU the values are read through relu (v > 0 ? v : 0, so NaN reads as 0) and a window
-// whose maximum is 0 gets index −1: max_pool2d(relu(x)) in one pass, the ReLU's mask folded
-// into the indices.
+// With RELU the values are read through relu (relu_value: a NaN stays NaN and wins the window)
+// and a window whose maximum stops relu's gradient (relu_passes: not positive, not NaN) gets
+// index −1: max_pool2d(relu(x)) in one pass, the ReLU's mask folded into the indices.
 template <bool RELU, class T>
 inline T read(T v) {
   if constexpr (RELU)
-    return select(v > T(0), v, T(0));
+    return select(v < T(0), T(0), v);
   else
     return v;
 }
@@ -173,17 +174,21 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
       const int32_t base = int32_t(2 * i * g.w);
       for (int64_t j = 0; j < g.ow; ++j) {
         if constexpr (RELU) {
-          // Selects, not branches, so the loop vectorises: relu'd values are never NaN, and
-          // whether one beats the other is a coin toss that a branch would mispredict.
+          // Selects, not branches, so the loop vectorises: whether one relu'd value beats
+          // another is a coin toss that a branch would mispredict.
           const T v0 = read<RELU>(a[2 * j]), v1 = read<RELU>(a[2 * j + 1]);
           const T v2 = read<RELU>(b[2 * j]), v3 = read<RELU>(b[2 * j + 1]);
           T best = v0;
           int32_t k = 0;
-          k = v1 > best ? 1 : k, best = v1 > best ? v1 : best;
-          k = v2 > best ? 2 : k, best = v2 > best ? v2 : best;
-          k = v3 > best ? 3 : k, best = v3 > best ? v3 : best;
+          const bool t1 = replaces(v1, best);
+          k = t1 ? 1 : k, best = t1 ? v1 : best;
+          const bool t2 = replaces(v2, best);
+          k = t2 ? 2 : k, best = t2 ? v2 : best;
+          const bool t3 = replaces(v3, best);
+          k = t3 ? 3 : k, best = t3 ? v3 : best;
           yr[j] = best;
-          ir[j] = best > T(0) ? base + int32_t(2 * j) + (k & 1) + (k >> 1) * int32_t(g.w) : -1;
+          ir[j] =
+              relu_passes(best) ? base + int32_t(2 * j) + (k & 1) + (k >> 1) * int32_t(g.w) : -1;
         } else {
           T best = a[2 * j];
           int32_t k = 0;  // 0, 1: top row; 2, 3: bottom row
@@ -260,7 +265,7 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
         keep_max(rows[0][j], starts[0] + cols[0][j], best, at);
         keep_max(rows[1][j], starts[1] + cols[1][j], best, at);
         keep_max(rows[2][j], starts[2] + cols[2][j], best, at);
-        if constexpr (RELU) at = best > T(0) ? at : -1;
+        if constexpr (RELU) at = relu_passes(best) ? at : -1;
         yr[j] = best, ir[j] = at;
       }
       continue;
@@ -280,19 +285,18 @@ void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scra
       }
     }
     if constexpr (RELU)
-      for (int64_t j = 0; j < g.ow; ++j) ir[j] = yr[j] > T(0) ? ir[j] : -1;
+      for (int64_t j = 0; j < g.ow; ++j) ir[j] = relu_passes(yr[j]) ? ir[j] : -1;
   }
 }
 
-// relu(max_pool2d(x)) from one plane's max_pool2d: y = y > 0 ? y : 0 (a NaN maximum gives 0,
-// as relu's own kernel would) and index −1 wherever relu's gradient stops. The plane's outputs
-// were just written, so this reads them from the cache.
+// relu(max_pool2d(x)) from one plane's max_pool2d: y = relu_value(y) (a NaN maximum stays NaN,
+// as relu's own kernel keeps it) and index −1 wherever relu's gradient stops. The plane's
+// outputs were just written, so this reads them from the cache.
 template <class T>
 void relu_after_plane(int64_t n, T* y, int32_t* idx) {
   for (int64_t k = 0; k < n; ++k) {
-    const bool keep = y[k] > T(0);
-    y[k] = keep ? y[k] : T(0);
-    idx[k] = keep ? idx[k] : -1;
+    idx[k] = relu_passes(y[k]) ? idx[k] : -1;
+    y[k] = relu_value(y[k]);
   }
 }
 
@@ -499,11 +503,12 @@ void avg_backward_plane(const T* gp, const Pool2dGeometry& g, AvgScratch<T>* s, 
 }
 
 // relu's backward on a plane of the input gradient just written (still in cache): an element
-// whose input was not positive gets 0, as relu's own kernel selects.
+// whose input stops relu's gradient (relu_passes on the input: the output has its sign, NaN
+// included) gets 0, as relu's own kernel selects.
 template <class T>
 void select_relu(const T* x, int64_t n, T* gx) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > T(0) ? gx[i] : T(0);
+  for (int64_t i = 0; i < n; ++i) gx[i] = relu_passes(x[i]) ? gx[i] : T(0);
 }
 
 void avg_backward_cpu(const Tensor& gy, const Pool2dGeometry& g, const Tensor& relu_input,

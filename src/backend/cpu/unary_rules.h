@@ -64,14 +64,27 @@ struct UnaryRule<UnaryOp::Square> {
   }
 };
 
-// The rule reads the sign of the kept output (the op passes it in both slots).
+// relu as PyTorch computes it: v < 0 ? 0 : v, so a NaN passes through (a diverged value stays
+// visible downstream) and −0 stays −0. Its gradient passes where the output is not <= 0: where
+// it is positive or NaN (PyTorch's threshold_backward). The fused kernels (convolution, pooling,
+// batch norm, add_relu) call these two, so that each fused pair equals the unfused one bit for bit.
+template <class T>
+inline T relu_value(T v) {
+  return v < T(0) ? T(0) : v;
+}
+template <class T>
+inline bool relu_passes(T y) {
+  return !(y <= T(0));
+}
+
+// The rule reads the kept output (the op passes it in both slots).
 template <>
 struct UnaryRule<UnaryOp::Relu> {
-  static float f(float v) { return v > 0.0f ? v : 0.0f; }
-  static double f(double v) { return v > 0.0 ? v : 0.0; }
+  static float f(float v) { return relu_value(v); }
+  static double f(double v) { return relu_value(v); }
   template <class T>
   static T grad(T, T y, T g) {
-    return y > T(0) ? g : T(0);
+    return relu_passes(y) ? g : T(0);
   }
 };
 

@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/dispatch.h"
+#include "backend/cuda/unary_rules.cuh"
 #include "ops/kernels/norm.h"
 #include "ops/kernels/typed_data.h"
 
@@ -163,7 +164,7 @@ __global__ void forward_kernel(const T* x, const T* mean, const T* invstd, const
     const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
     const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
     const T v = x[e] * scale + shift;
-    y[e] = relu ? (v > T(0) ? v : T(0)) : v;  // NaN gives 0, as relu
+    y[e] = relu ? relu_value(v) : v;  // relu's own rule
   }
 }
 
@@ -186,12 +187,12 @@ void forward_cuda(const Tensor& x, const Tensor& mean, const Tensor& invstd, con
   });
 }
 
-// gy·[x·scale + shift > 0] behind a fused ReLU (the forward's output and expression); gy
-// itself without.
+// gy where relu_passes(x·scale + shift) behind a fused ReLU (the forward's output and
+// expression), else 0; gy itself without.
 template <class T>
 __device__ __forceinline__ T masked_grad(const T* gy, const T* x, bool relu, T scale, T shift,
                                          int64_t o) {
-  return relu && !(x[o] * scale + shift > T(0)) ? T(0) : gy[o];
+  return relu && !relu_passes(x[o] * scale + shift) ? T(0) : gy[o];
 }
 
 // The forward's scale and shift of channel ch (weight and bias may be null: 1 and 0).

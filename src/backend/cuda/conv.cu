@@ -49,6 +49,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cudnn_context.h"
 #include "backend/cuda/dispatch.h"
+#include "backend/cuda/unary_rules.cuh"
 #include "ops/kernels/conv.h"
 #include "ops/kernels/elementwise.h"
 
@@ -63,7 +64,7 @@ __global__ void bias_forward_kernel(const T* bias, int64_t channels, int64_t pla
        e += int64_t(gridDim.x) * blockDim.x) {
     const T b = bias ? bias[(e / plane) % channels] : T(0);
     const T v = accumulate ? y[e] + b : b;
-    y[e] = relu && !(v > T(0)) ? T(0) : v;  // relu's own rule: NaN gives 0
+    y[e] = relu ? relu_value(v) : v;  // relu's own rule
   }
 }
 

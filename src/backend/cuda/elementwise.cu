@@ -127,10 +127,8 @@ __device__ __forceinline__ T binary_value(BinaryOp op, T x, T y) {
       return x * y;
     case BinaryOp::Div:
       return x / y;
-    case BinaryOp::AddRelu: {  // relu's own rule on the rounded sum (NaN gives 0)
-      const T s = x + y;
-      return s > T(0) ? s : T(0);
-    }
+    case BinaryOp::AddRelu:  // relu's own rule on the rounded sum
+      return relu_value(T(x + y));
   }
   return x;
 }

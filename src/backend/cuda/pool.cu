@@ -21,13 +21,14 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/pool_windows.h"
+#include "backend/cuda/unary_rules.cuh"
 #include "ops/kernels/pool.h"
 
 namespace freight::cuda {
 namespace {
 
-// relu Input: the window is read through relu (NaN reads as 0); Output: the maximum (a NaN
-// wins) is written through relu. Either way a window whose output is not positive gets index −1
+// relu Input: the window is read through relu (a NaN passes and wins); Output: the maximum (a
+// NaN wins) is written through relu. Either way a window whose output is <= 0 gets index −1
 // (kernels::max_pool2d_forward).
 template <class T>
 __global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, PoolRelu relu, T* y,
@@ -44,11 +45,11 @@ __global__ void max_pool_forward_kernel(const T* x, Pool2dGeometry g, PoolRelu r
     for (int64_t r = rows.lo; r < rows.hi; ++r)
       for (int64_t c = cols.lo; c < cols.hi; ++c) {
         T v = xp[r * g.w + c];
-        if (relu == PoolRelu::Input) v = v > T(0) ? v : T(0);
+        if (relu == PoolRelu::Input) v = relu_value(v);
         if (v > best || v != v) best = v, at = r * g.w + c;  // v != v: NaN wins
       }
-    const bool stopped = relu != PoolRelu::None && !(best > T(0));
-    y[e] = relu == PoolRelu::Output && stopped ? T(0) : best;
+    const bool stopped = relu != PoolRelu::None && !relu_passes(best);
+    y[e] = relu == PoolRelu::Output ? relu_value(best) : best;
     idx[e] = stopped ? -1 : int32_t(at);
   }
 }
@@ -89,7 +90,7 @@ __global__ void avg_pool_forward_kernel(const T* x, Pool2dGeometry g, T scale, b
     for (int64_t r = rows.lo; r < rows.hi; ++r)
       for (int64_t c = cols.lo; c < cols.hi; ++c) {
         const T v = xp[r * g.w + c];
-        s += relu ? (v > T(0) ? v : T(0)) : v;  // relu as its own kernel: NaN reads as 0
+        s += relu ? relu_value(v) : v;  // relu as its own kernel
       }
     y[e] = s * scale;
   }
@@ -109,7 +110,7 @@ __global__ void avg_pool_backward_kernel(const T* gy, Pool2dGeometry g, T scale,
     T acc = 0;
     for (int64_t i = wi.lo; i < wi.hi; ++i)
       for (int64_t j = wj.lo; j < wj.hi; ++j) acc += gp[i * g.ow + j] * scale;
-    gx[e] = relu_input && !(relu_input[e] > T(0)) ? T(0) : acc;
+    gx[e] = relu_input && !relu_passes(relu_input[e]) ? T(0) : acc;
   }
 }
 

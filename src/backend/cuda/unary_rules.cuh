@@ -71,16 +71,27 @@ struct UnaryRule<UnaryOp::Square> {
   }  // (x²)' = 2x
 };
 
-// The sign of the kept output; 0 at the kink, as the CPU.
+// relu as the CPU's rule (src/backend/cpu/unary_rules.h) and PyTorch: v < 0 ? 0 : v (a NaN
+// passes, −0 stays −0); its gradient passes where the output is not <= 0 (positive or NaN). The
+// fused kernels (convolution bias, pooling, batch norm, add_relu) call these two.
+template <class T>
+__device__ __forceinline__ T relu_value(T v) {
+  return v < T(0) ? T(0) : v;
+}
+template <class T>
+__device__ __forceinline__ bool relu_passes(T y) {
+  return !(y <= T(0));
+}
+
 template <>
 struct UnaryRule<UnaryOp::Relu> {
   template <class T>
   __device__ static T value(T v) {
-    return v > T(0) ? v : T(0);
+    return relu_value(v);
   }
   template <class T>
   __device__ static T grad(T, T y, T g) {
-    return y > T(0) ? g : T(0);
+    return relu_passes(y) ? g : T(0);
   }
 };
 

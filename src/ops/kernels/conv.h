@@ -19,7 +19,8 @@ struct Conv2dGeometry {
 
 namespace kernels {
 // y = conv(x, weight) + bias; bias [o] may be undefined (no bias). With `relu`, y = relu of that
-// (v > 0 ? v : 0, NaN gives 0), applied as the output is written (conv2d_relu in ops.h).
+// (relu's own rule: v < 0 ? 0 : v, a NaN passes), applied as the output is written (conv2d_relu
+// in ops.h).
 FREIGHT_KERNEL(conv2d_forward, void(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                     const Conv2dGeometry& g, bool relu, Tensor& y));
 // gx = ∂L/∂x from gy = ∂L/∂y (the transposed convolution of gy with the weight).

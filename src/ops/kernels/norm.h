@@ -21,7 +21,7 @@ FREIGHT_KERNEL(batch_norm_update_running,
 // invstd = 1/√(var + eps) (evaluation, from the running variance).
 FREIGHT_KERNEL(batch_norm_invstd, void(const Tensor& var, double eps, Tensor& invstd));
 // y = (x − mean)·invstd·weight + bias; weight and bias optional (1 and 0). With `relu`, a ReLU
-// fused after it: y = max(that, 0) (0 for NaN too, as relu), in the same pass.
+// fused after it: y = relu(that) (relu's own rule: v < 0 ? 0 : v, a NaN passes), in the same pass.
 FREIGHT_KERNEL(batch_norm_forward,
                void(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                     const Tensor& bias, int64_t n, int64_t c, int64_t s, bool relu, Tensor& y));

@@ -24,25 +24,26 @@ namespace kernels {
 // r·w + c within its input plane of the first maximum in row-major window order. A NaN in a
 // window is its maximum (it propagates, as in PyTorch).
 // A ReLU fused with it (PoolRelu):
-//  * Input: the window is read through relu(v) = v > 0 ? v : 0 (so NaN reads as 0): y is
-//    max_pool2d(relu(x)) (relu_max_pool2d in ops.h);
+//  * Input: the window is read through relu(v) = v < 0 ? 0 : v (relu's own rule; a NaN passes
+//    and wins): y is max_pool2d(relu(x)) (relu_max_pool2d in ops.h);
 //  * Output: the maximum is taken as without relu (a NaN propagates) and written through relu:
-//    y is relu(max_pool2d(x)) (max_pool2d_relu in ops.h), so a window holding a NaN gives 0.
-// Either way a window whose output is not positive gets index −1, because relu's gradient stops
-// there. The two give the same numbers on NaN-free inputs (the maximum commutes with relu).
+//    y is relu(max_pool2d(x)) (max_pool2d_relu in ops.h).
+// Either way a window whose output is <= 0 gets index −1, because relu's gradient stops there
+// (it passes where the output is positive or NaN). The two give the same numbers (the maximum
+// commutes with relu).
 FREIGHT_KERNEL(max_pool2d_forward, void(const Tensor& x, const Pool2dGeometry& g, PoolRelu relu,
                                         Tensor& y, Tensor& indices));
 // gx = 0, then gx[plane][indices] += gy (windows may overlap); an index of −1 routes nothing.
 FREIGHT_KERNEL(max_pool2d_backward,
                void(const Tensor& gy, const Tensor& indices, const Pool2dGeometry& g, Tensor& gx));
 // y = the sum of each window / (kh·kw): padding counts as zeros in the divisor too. With
-// `relu`, the window is read through relu(v) = v > 0 ? v : 0 (NaN reads as 0): y is
-// avg_pool2d(relu(x)) (relu_avg_pool2d in ops.h).
+// `relu`, the window is read through relu(v) = v < 0 ? 0 : v (relu's own rule; a NaN passes):
+// y is avg_pool2d(relu(x)) (relu_avg_pool2d in ops.h).
 FREIGHT_KERNEL(avg_pool2d_forward,
                void(const Tensor& x, const Pool2dGeometry& g, bool relu, Tensor& y));
 // gx[p] = Σ over the windows containing p of gy / (kh·kw). With `relu_input` defined (the x of a
-// relu forward), then gx[p] = x[p] > 0 ? gx[p] : 0: relu's backward on the way out, as its own
-// kernel would select (an element whose input was not positive gets 0, whatever its sum).
+// relu forward), then gx[p] = x[p] <= 0 ? 0 : gx[p]: relu's backward on the way out, as its own
+// kernel would select (an element whose input was <= 0 gets 0, whatever its sum; NaN passes).
 FREIGHT_KERNEL(avg_pool2d_backward, void(const Tensor& gy, const Pool2dGeometry& g,
                                          const Tensor& relu_input, Tensor& gx));
 }  // namespace kernels
