@@ -16,6 +16,9 @@ namespace freight {
 // Threads used by CPU kernels and by the BLAS (one shared OpenMP pool, so they never compete).
 void set_num_threads(int n);
 int num_threads();
+// Runs fn on the calling thread and on every thread of the CPU pool (each runs it once): for
+// per-thread state such as a signal mask. Call it from the program's main thread.
+void on_every_cpu_thread(void (*fn)());
 
 // On a GPU, blocks reserved for a CUDA graph (its private pool, which a replay uses whatever the
 // host holds) count as in use for as long as the graph lives, so the peak is the device's.

@@ -1,10 +1,12 @@
 // Ctrl-C and SIGTERM for `freight train`: the first sets the flag that train() polls after each
 // step (TrainCallbacks::stop), so the run saves a resumable checkpoint and ends; a second ends
-// the process at once. The library installs no handlers: the command does, for the run only.
+// the process at once. The library installs no handlers: the command does, for the run only,
+// and takes the signals on a thread of its own (stop_signals.cpp says why).
 #pragma once
 #include <atomic>
 #include <csignal>
 #include <string>
+#include <thread>
 
 namespace freight::cli {
 
@@ -22,6 +24,7 @@ class StopSignals {
  private:
   struct sigaction old_int_ {
   }, old_term_{};
+  std::thread watcher_;
 };
 
 }  // namespace freight::cli

@@ -51,6 +51,11 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
+void on_every_cpu_thread(void (*fn)()) {
+#pragma omp parallel
+  fn();
+}
+
 std::string build_info() {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::string s = fmt::format(
