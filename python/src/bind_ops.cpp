@@ -104,7 +104,8 @@ void bind_ops(py::module_& m) {
         return dim.is_none() ? mean(x) : mean(x, dims_arg(dim), keepdim);
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  m.def("argmax", &argmax, py::arg("input"), py::arg("dim") = -1);
+  m.def("argmax", &argmax_arg, py::arg("input"), py::arg("dim") = py::none(),
+        py::arg("keepdim") = false);
   m.def("cat", &cat, py::arg("tensors"), py::arg("dim") = 0);
   m.def("stack", &stack, py::arg("tensors"), py::arg("dim") = 0);
   // torch.flatten's defaults (the whole tensor), not nn.Flatten's (after the batch dimension).

@@ -197,6 +197,19 @@ std::vector<int64_t> dims_arg(py::handle dim) {
   return dim.cast<std::vector<int64_t>>();
 }
 
+Tensor argmax_arg(const Tensor& x, py::object dim, bool keepdim) {
+  if (dim.is_none()) {
+    Tensor flat = argmax(reshape(x, {x.numel()}), 0);
+    return reshape(flat, keepdim ? Shape(size_t(x.dim()), 1) : Shape{});
+  }
+  const int64_t d = dim.cast<int64_t>();
+  Tensor r = argmax(x, d);
+  if (!keepdim) return r;
+  Shape s = x.shape();
+  s[size_t(d < 0 ? d + x.dim() : d)] = 1;
+  return reshape(r, s);
+}
+
 DType dtype_arg(py::handle dtype) {
   if (py::isinstance<py::str>(dtype)) return parse_dtype(dtype.cast<std::string>());
   // NumPy dtypes and types (np.float32), torch dtypes (torch.float32): by their name.
@@ -381,8 +394,9 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
           },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(
-          "argmax", [](const Tensor& a, int64_t dim) { return argmax(a, dim); },
-          py::arg("dim") = -1);
+          "argmax",
+          [](const Tensor& a, py::object dim, bool keepdim) { return argmax_arg(a, dim, keepdim); },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false);
 
   // ---- creation ----
   m.def(

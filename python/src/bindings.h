@@ -29,5 +29,8 @@ Device device_arg(const std::string& text);
 DType dtype_arg(py::handle dtype);
 // Dimensions of a reduction: one integer or a sequence of them.
 std::vector<int64_t> dims_arg(py::handle dim);
+// torch.argmax's arguments: dim None is the index into the flattened tensor (a 0-d result, or
+// all dimensions of size 1 with keepdim); keepdim keeps dim with size 1.
+Tensor argmax_arg(const Tensor& x, py::object dim, bool keepdim);
 
 }  // namespace freight::python

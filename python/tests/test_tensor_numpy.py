@@ -170,3 +170,16 @@ def test_enable_grad_as_a_decorator_records():
     with freight.no_grad():
         y = double(x)
     assert y.requires_grad
+
+
+def test_argmax_takes_torch_arguments():
+    # torch.argmax: no dim is the index into the flattened tensor; keepdim keeps a size-1 dim.
+    t = freight.tensor([[5.0, 4.0, 3.0], [2.0, 1.0, 9.0]])
+    assert t.argmax().tolist() == 5
+    assert t.argmax().shape == ()
+    assert freight.argmax(t).tolist() == 5
+    assert t.argmax(keepdim=True).shape == (1, 1)
+    assert t.argmax(1).tolist() == [0, 2]
+    assert t.argmax(dim=0).tolist() == [0, 0, 1]
+    assert freight.argmax(t, 1, keepdim=True).tolist() == [[0], [2]]
+    assert t.argmax(-1, True).shape == (2, 1)
