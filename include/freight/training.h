@@ -28,7 +28,8 @@ struct TrainOptions {
   // Zoo name or path to a model file; "" = fashion-cnn, or with `resume` the checkpoint's model.
   // Resuming with a model given here that differs from the checkpoint's is an error.
   std::string model;
-  std::string data;  // dataset name or IDX directory; "" = the model's default
+  std::string data;  // dataset name or IDX directory; "" = the model's default (resuming: the
+                     // data the checkpoint was trained on)
   std::optional<int64_t> batch_size;
   int64_t test_batch_size = 1000;
   std::optional<int64_t> epochs;

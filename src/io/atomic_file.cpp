@@ -75,9 +75,41 @@ size_t remove_stale_temporaries(const std::string& path) {
   return removed;
 }
 
+namespace {
+void check_regular_or_absent(const fs::path& target, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);  // through a link: where it points
+  if (ec || !fs::exists(st) || fs::is_regular_file(st)) return;
+  if (fs::is_directory(st))
+    throw Error(
+        fmt::format("cannot write {} '{}': it is a directory; give the path of a file in "
+                    "it (such as '{}')",
+                    what, target.string(), (target / "model.safetensors").string()));
+  const char* kind = fs::is_character_file(st) || fs::is_block_file(st) ? "a device"
+                     : fs::is_fifo(st)                                  ? "a pipe"
+                     : fs::is_socket(st)                                ? "a socket"
+                                                                        : "not a regular file";
+  throw Error(
+      fmt::format("cannot write {} '{}': it is {}, which the write would replace; give "
+                  "the path of a file",
+                  what, target.string(), kind));
+}
+}  // namespace
+
+void prepare_target(const std::string& path, const std::string& what) {
+  const fs::path target(path);
+  check_regular_or_absent(target, what);
+  if (!target.has_parent_path()) return;
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  FREIGHT_CHECK(!ec, fmt::format("cannot write {} '{}': creating its directory '{}' failed: {}",
+                                 what, path, target.parent_path().string(), ec.message()));
+}
+
 void write_file_atomically(const std::string& path,
                            const std::function<void(const WriteBytes&)>& produce,
                            const std::string& what) {
+  check_regular_or_absent(fs::path(path), what);
   remove_stale_temporaries(path);
   fs::path target(path);
   fs::path tmp;

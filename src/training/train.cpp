@@ -34,6 +34,7 @@
 #include "freight/runtime.h"
 #include "freight/settings.h"
 #include "freight/training.h"
+#include "io/atomic_file.h"
 #include "training/checkpoint.h"
 #include "training/class_names.h"
 #include "training/diverged.h"
@@ -195,7 +196,8 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
         "state was not saved",
         where_text(at.epochs_done, at.batch), at.step, detail::describe_non_finite(bad), opt.lr(),
         run_lr));
-  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  io::prepare_target(path, "checkpoint");
+  io::prepare_target(detail::train_state_path(path), "training state");
   std::string step = std::to_string(at.step);
   io::Metadata meta{
       {"format", "freight-checkpoint-1"},     {"model", spec.name},
@@ -637,6 +639,18 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   }
   const nn::ModelSpec& spec = result.spec;
   Resolved r = resolve(o, spec);
+  // A --save path that cannot be written is found now, not after the first epoch.
+  if (!o.save.empty()) {
+    io::prepare_target(o.save, "checkpoint (--save)");
+    io::prepare_target(detail::train_state_path(o.save), "training state (--save)");
+  }
+  // Resuming without --data: the data the checkpoint was trained on, as freight eval takes it
+  // (older checkpoints: the model's default), not the model's default dataset.
+  if (resuming && o.data.empty()) {
+    auto trained_on = resumed.checkpoint.metadata.find("data");
+    if (trained_on != resumed.checkpoint.metadata.end() && !trained_on->second.empty())
+      r.data = trained_on->second;
+  }
 
   manual_seed(o.seed);
   nn::ModulePtr model = nn::build_model(spec);
@@ -967,7 +981,7 @@ void save_model(const std::string& path, const nn::Module& model, const nn::Mode
   FREIGHT_CHECK(bad.empty(), fmt::format("save_model '{}': the weights hold NaN or infinite "
                                          "values: {}; not saved",
                                          path, detail::describe_non_finite(bad)));
-  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  io::prepare_target(path, "checkpoint");
   io::save_safetensors(path, weights,
                        {{"format", "freight-checkpoint-1"},
                         {"model", spec.name},

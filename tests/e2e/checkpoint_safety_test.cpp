@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -334,6 +335,38 @@ TEST_F(CheckpointSafety, ResumingWithAnotherModelIsRefusedNamingBoth) {
                               " --model mlp --data synthetic --device cpu --threads 1 --epochs 3 "
                               "--limit-train 128 --limit-test 64");
   EXPECT_EQ(same.status, 0) << same.output;
+}
+
+// Without --data, a resumed run continues on the data the checkpoint was trained on (as freight
+// eval evaluates on it), not on the model's default dataset (mlp's is Fashion-MNIST).
+TEST_F(CheckpointSafety, ResumingWithoutDataKeepsTheCheckpointsData) {
+  std::string ckpt = path("mlp.safetensors");
+  good_mlp_checkpoint(ckpt);
+  ShellRun r =
+      freight_cli("train --resume " + ckpt +
+                  " --device cpu --threads 1 --epochs 2 --limit-train 128 --limit-test 64");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "data synthetic")) << r.output;
+  EXPECT_FALSE(has(r.output, "fashion")) << r.output;
+}
+
+// --save naming a directory, a pipe or a device is refused before training, and the thing it
+// names is left as it was (a rename over /dev/null as root would make it a regular file).
+TEST_F(CheckpointSafety, SaveToADirectoryPipeOrDeviceIsRefusedBeforeTraining) {
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& target : {path(""), fifo, std::string("/dev/null")}) {
+    ShellRun r = freight_cli(
+        "train --model mlp --data synthetic --device cpu --threads 1 --epochs 1 "
+        "--limit-train 64 --limit-test 64 --save " +
+        target);
+    EXPECT_EQ(r.status, 1) << target << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "--save")) << r.output;
+    EXPECT_TRUE(has(r.output, "give the path of a file")) << r.output;
+    EXPECT_FALSE(has(r.output, "epoch 1")) << "refused before training:\n" << r.output;
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
 TEST_F(CheckpointSafety, ACorruptTrainingStateFieldNamesTheFileFieldAndValue) {

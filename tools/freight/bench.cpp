@@ -767,7 +767,10 @@ void add_bench(CLI::App& app) {
     }
 
     Plan plan = make_plan(*o, notes);
-    fs::create_directories(o->out);
+    std::error_code mkdir_error;
+    fs::create_directories(o->out, mkdir_error);
+    FREIGHT_CHECK(!mkdir_error, fmt::format("--out {}: cannot create the directory: {}", o->out,
+                                            mkdir_error.message()));
     int previous_threads = num_threads();
     set_num_threads(plan.all_threads);
     std::string build_all = build_info();

@@ -218,7 +218,12 @@ struct PlotSet {
 std::vector<std::string> write_plot(const std::string& prefix, const std::vector<PlotSet>& sets,
                                     std::string& note) {
   fs::path base(prefix);
-  if (base.has_parent_path()) fs::create_directories(base.parent_path());
+  if (base.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(base.parent_path(), ec);
+    FREIGHT_CHECK(!ec, fmt::format("--plot {}: cannot create the directory '{}': {}", prefix,
+                                   base.parent_path().string(), ec.message()));
+  }
   double xmin = 1e30, xmax = 0, ymin = 1e30, ymax = 0;
   std::vector<std::string> dats;
   for (size_t s = 0; s < sets.size(); ++s) {

