@@ -5,10 +5,13 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "freight/error.h"
 #include "freight/nn/layers.h"
@@ -40,6 +43,49 @@ struct Ctx {
 inline std::string show(const json& v) {
   std::string s = v.dump();
   return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
+// Levenshtein distance, for "did you mean" (short keys only).
+inline size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Refuses a key of `obj` that is not in `known` (a misspelled "stide" would otherwise be ignored
+// and its default used without a word). "comment" and keys starting with "_" are notes for
+// people and always allowed, and so is "type" in a layer. `what` says whose fields they are
+// ("conv2d", "\"input\"").
+inline void check_known_fields(const json& obj, std::initializer_list<const char*> known,
+                               const std::string& what, const Ctx& ctx, bool layer = false) {
+  if (!obj.is_object()) return;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "comment" || key.starts_with("_") || (layer && key == "type")) continue;
+    bool found = false;
+    std::string list, closest;
+    size_t best = 3;  // suggest only within two edits
+    for (const char* k : known) {
+      found = found || key == k;
+      list += (list.empty() ? "" : ", ") + std::string(k);
+      const size_t d = edit_distance(key, k);
+      if (d < best) best = d, closest = k;
+    }
+    if (found) continue;
+    throw ctx.error(
+        fmt::format("unknown field \"{}\"{}; {} takes: {}", key,
+                    closest.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", closest), what,
+                    list.empty() ? "no fields" : list));
+  }
 }
 
 // The field `key` of `obj`, or nullptr when it is absent (or `obj` is no object).

@@ -61,6 +61,41 @@ int64_t numel_capped(const Shape& s) {
   return n;
 }
 
+// The fields of each layer type besides "type" (docs/model-format.md's table): any other is a
+// misspelling or a field from another type, and an error. Types not listed here are refused by
+// the builder as unknown.
+void check_layer_fields(const json& spec, const std::string& type, const Ctx& ctx) {
+  auto takes = [&](std::initializer_list<const char*> keys) {
+    check_known_fields(spec, keys, type, ctx, true);
+  };
+  if (type == "linear")
+    takes({"out", "bias"});
+  else if (type == "conv2d")
+    takes({"out", "kernel", "stride", "padding", "dilation", "bias"});
+  else if (type == "maxpool2d" || type == "avgpool2d")
+    takes({"kernel", "stride", "padding"});
+  else if (type == "batchnorm" || type == "batchnorm1d" || type == "batchnorm2d")
+    takes({"eps", "momentum"});
+  else if (type == "dropout")
+    takes({"p"});
+  else if (type == "flatten")
+    takes({"start", "end"});
+  else if (type == "reshape")
+    takes({"shape"});
+  else if (type == "embedding")
+    takes({"num", "dim"});
+  else if (type == "lstm")
+    takes({"hidden", "layers"});
+  else if (type == "residual")
+    takes({"body", "shortcut"});
+  else if (type == "sequential")
+    takes({"layers"});
+  else if (type == "repeat")
+    takes({"times", "layers"});
+  else if (type == "last_step" || activation_by_type(type))
+    takes({});
+}
+
 // Turns a "layers" list into modules, in two passes over the same code. The first (dry) pass
 // allocates no weights: layers with parameters are sized by formula (their parameter count and
 // output shape follow from the shape reaching them), those without are built for real (they
@@ -102,6 +137,7 @@ class Builder {
       }
       Ctx here = ctx;
       here.where = fmt::format("layer {}{} (repeat)", prefix, out.size());
+      check_layer_fields(spec, "repeat", here);
       int64_t times = get_int(spec, "times", here, 0);
       const json* body_list = field(spec, "layers");
       if (!body_list) throw here.error("repeat needs \"layers\"");
@@ -139,6 +175,7 @@ class Builder {
   ModulePtr layer_unchecked(const json& spec, Shape& shape, const std::string& prefix,
                             const Ctx& ctx) {
     const std::string type = spec["type"].get<std::string>();
+    check_layer_fields(spec, type, ctx);
     auto need_rank = [&](size_t r, const char* layout) {
       if (shape.size() != r)
         throw ctx.error(
@@ -408,6 +445,8 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   json j = parse_json(text, origin);
   Ctx ctx{origin, "top level"};
   if (!j.is_object()) throw ctx.error("expected a JSON object");
+  check_known_fields(j, {"name", "description", "input", "classes", "task", "layers", "train"},
+                     "a model file", ctx);
   ModelSpec s;
   s.path = origin;
   s.name = get_string_or(j, "name", path.stem().string(), ctx);
@@ -416,6 +455,7 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   if (!input || !input->is_object() || !field(*input, "shape"))
     throw ctx.error("missing \"input\": {\"shape\": [...]}");
   Ctx in_ctx{origin, "input"};
+  check_known_fields(*input, {"shape", "dtype", "vocab"}, "\"input\"", in_ctx);
   s.input_shape = get_shape(*input, "shape", in_ctx, false);
   if (numel_capped(s.input_shape) > kMaxActivation)
     throw in_ctx.error(fmt::format("\"shape\" {} holds more than {} values per sample",
@@ -439,6 +479,11 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   if (const json* train = field(j, "train")) {
     if (!train->is_object())
       throw ctx.error(fmt::format("\"train\" must be an object of settings, got {}", show(*train)));
+    // The settings freight train reads from a model file (training/settings.cpp).
+    check_known_fields(*train,
+                       {"dataset", "epochs", "batch_size", "optimizer", "lr", "momentum",
+                        "weight_decay", "schedule", "step_size", "gamma"},
+                       "\"train\"", Ctx{origin, "train"});
     for (auto it = train->begin(); it != train->end(); ++it)
       s.train_defaults[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
   }

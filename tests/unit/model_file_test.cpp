@@ -174,6 +174,34 @@ TEST(ModelFile, WrongTypesNameTheFieldAndLayer) {
       {"layer 0.1 (linear)", "\"out\""});
 }
 
+// A field the layer type does not take (a misspelling, or another type's field) is an error
+// naming it, the layer and the fields it takes, with the closest one when it is near: before,
+// "stide" was ignored and the default stride used without a word. Notes ("comment", "_...")
+// are allowed anywhere.
+TEST(ModelFile, UnknownFieldsNameTheFieldTheLayerAndWhatItTakes) {
+  std::string img = "[1, 8, 8]";
+  expect_build_error(model(R"([{"type": "conv2d", "out": 2, "kernel": 3, "stide": 2}])", img),
+                     {"layer 0 (conv2d)", "unknown field \"stide\"", "did you mean \"stride\"",
+                      "out, kernel, stride, padding, dilation, bias"});
+  expect_build_error(model(R"([{"type": "relu", "inplace": true}, {"type": "linear", "out": 2}])"),
+                     {"layer 0 (relu)", "\"inplace\"", "no fields"});
+  expect_build_error(
+      model(R"([{"type": "sequential", "layers": [{"type": "linear", "out": 2, "kernel": 3}]}])"),
+      {"layer 0.0 (linear)", "\"kernel\"", "out, bias"});
+  expect_build_error(model(R"([{"type": "repeat", "times": 2, "layer": []}])"),
+                     {"layer 0 (repeat)", "\"layer\"", "did you mean \"layers\""});
+  expect_build_error(R"({"input": {"shape": [2]}, "classes": 2, "layers": [], "layerz": []})",
+                     {"top level", "\"layerz\""});
+  expect_build_error(R"({"input": {"shape": [2], "dtpye": "float32"}, "classes": 2, "layers": []})",
+                     {"input", "\"dtpye\"", "did you mean \"dtype\""});
+  expect_build_error(
+      R"({"input": {"shape": [2]}, "classes": 2, "layers": [], "train": {"epoch": 3}})",
+      {"train", "\"epoch\"", "did you mean \"epochs\""});
+  EXPECT_EQ(build_error(R"({"comment": "a note", "_v": 2, "input": {"shape": [4]}, "classes": 2,
+                          "layers": [{"type": "linear", "out": 2, "comment": "the head"}]})"),
+            "");
+}
+
 // Values that the layers' constructors refuse: the message names the file, the layer and the
 // field, whichever of the model file or the constructor catches it.
 TEST(ModelFile, BadValuesNameTheLayer) {
