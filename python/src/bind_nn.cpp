@@ -20,9 +20,41 @@ using nn::ModulePtr;
 
 nn::Size2 size2(py::handle v) {
   if (py::isinstance<py::int_>(v)) return nn::Size2(v.cast<int64_t>());
-  auto p = v.cast<std::vector<int64_t>>();
+  std::vector<int64_t> p;
+  try {
+    p = v.cast<std::vector<int64_t>>();
+  } catch (const py::cast_error&) {
+    throw Error(
+        fmt::format("a kernel size, stride, padding or dilation is one integer or two, "
+                    "got {}",
+                    std::string(py::repr(v))));
+  }
   if (p.size() != 2) throw Error("a kernel size, stride, padding or dilation is one number or two");
   return nn::Size2(p[0], p[1]);
+}
+
+// Conv2d's padding: a size, or torch's strings: "valid" (none) and "same" (the output as large
+// as the input: stride 1, and per side dilation·(k − 1) / 2, which must be whole: torch pads an
+// even extent unevenly, which Freight's symmetric padding cannot).
+nn::Size2 conv_padding(py::handle padding, nn::Size2 k, nn::Size2 stride, nn::Size2 dilation) {
+  if (!py::isinstance<py::str>(padding)) return size2(padding);
+  const std::string mode = padding.cast<std::string>();
+  if (mode == "valid") return nn::Size2(0);
+  if (mode != "same")
+    throw Error(fmt::format("Conv2d: padding '{}' is not 'same', 'valid' or a size", mode));
+  if (stride.h != 1 || stride.w != 1)
+    throw Error(
+        fmt::format("Conv2d: padding='same' needs stride 1 (as in torch), got stride "
+                    "{}x{}",
+                    stride.h, stride.w));
+  const int64_t th = dilation.h * (k.h - 1), tw = dilation.w * (k.w - 1);
+  if (th % 2 != 0 || tw % 2 != 0)
+    throw Error(
+        fmt::format("Conv2d: padding='same' with kernel {}x{} and dilation {}x{} needs "
+                    "uneven padding, which Freight does not do; use an odd kernel or "
+                    "give the padding",
+                    k.h, k.w, dilation.h, dilation.w));
+  return nn::Size2(th / 2, tw / 2);
 }
 
 py::dict named(const nn::NamedTensors& tensors) {
@@ -171,8 +203,9 @@ parameters, move it, switch train/eval, save and load its state_dict (PyTorch's 
   py::class_<nn::Conv2d, Module, std::shared_ptr<nn::Conv2d>>(m, "Conv2d")
       .def(py::init([](int64_t in, int64_t out, py::handle k, py::handle stride, py::handle padding,
                        py::handle dilation, bool bias) {
-             return std::make_shared<nn::Conv2d>(in, out, size2(k), size2(stride), size2(padding),
-                                                 size2(dilation), bias);
+             const nn::Size2 ks = size2(k), st = size2(stride), dil = size2(dilation);
+             return std::make_shared<nn::Conv2d>(in, out, ks, st,
+                                                 conv_padding(padding, ks, st, dil), dil, bias);
            }),
            py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"),
            py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1,

@@ -2,6 +2,7 @@
 // learning-rate schedules StepLR, CosineAnnealingLR and OneCycleLR (stepped once per batch or per
 // epoch, as the user's loop decides, like torch.optim.lr_scheduler).
 #include "bindings.h"
+#include "freight/error.h"
 #include "freight/optim/optim.h"
 
 namespace freight::python {
@@ -81,10 +82,24 @@ void bind_optim(py::module_& m) {
   py::class_<CosineAnnealingLR, LRScheduler>(m, "CosineAnnealingLR")
       .def(py::init<Optimizer&, int64_t, double>(), py::arg("optimizer"), py::arg("T_max"),
            py::arg("eta_min") = 0.0, py::keep_alive<1, 2>());
+  // The learning rate only: momentum (SGD) and beta1 (Adam) are not cycled, which is
+  // torch's cycle_momentum=False. torch's default is True; asking for it is an error rather than
+  // a run that silently differs.
   py::class_<OneCycleLR, LRScheduler>(m, "OneCycleLR")
-      .def(py::init<Optimizer&, double, int64_t, double, double, double>(), py::arg("optimizer"),
-           py::arg("max_lr"), py::arg("total_steps"), py::arg("pct_start") = 0.3,
-           py::arg("div_factor") = 25.0, py::arg("final_div_factor") = 1e4, py::keep_alive<1, 2>());
+      .def(py::init([](Optimizer& opt, double max_lr, int64_t total_steps, double pct_start,
+                       double div_factor, double final_div_factor, bool cycle_momentum) {
+             if (cycle_momentum)
+               throw Error(
+                   "OneCycleLR: cycle_momentum=True (momentum or beta1 cycled between 0.85 and "
+                   "0.95, torch's default) is not implemented; Freight's OneCycleLR cycles the "
+                   "learning rate only, as torch's with cycle_momentum=False");
+             return std::make_unique<OneCycleLR>(opt, max_lr, total_steps, pct_start, div_factor,
+                                                 final_div_factor);
+           }),
+           py::arg("optimizer"), py::arg("max_lr"), py::arg("total_steps"),
+           py::arg("pct_start") = 0.3, py::arg("div_factor") = 25.0,
+           py::arg("final_div_factor") = 1e4, py::arg("cycle_momentum") = false,
+           py::keep_alive<1, 2>());
 }
 
 }  // namespace freight::python

@@ -55,7 +55,8 @@ class CosineAnnealingLR : public LRScheduler {
 // The 1cycle policy (Smith & Topin), two phases with cosine annealing, as PyTorch's default:
 // warm-up from initial = max_lr / div_factor to max_lr over steps 0 .. pct_start·total − 1, then
 // down to min = initial / final_div_factor at step total − 1. Ignores the optimizer's lr.
-// (Momentum cycling is not implemented.) Stepping past total_steps is an error.
+// Momentum is not cycled (PyTorch's cycle_momentum=False; its default, True, also moves momentum
+// or beta1 between 0.85 and 0.95). Stepping past total_steps is an error.
 class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, double pct_start = 0.3,
