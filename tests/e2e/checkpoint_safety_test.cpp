@@ -426,7 +426,7 @@ TEST_F(CheckpointSafety, LoadErrorsNameTheCheckpoint) {
 
 // ---------------------------------------------------------------- eval of non-finite weights
 
-TEST_F(CheckpointSafety, EvalWarnsAboutNonFiniteWeightsNamingTheTensors) {
+TEST_F(CheckpointSafety, NonFiniteWeightsAreNamedByEvalAndRefusedByResume) {
   std::string ckpt = path("mlp.safetensors");
   good_mlp_checkpoint(ckpt);
   io::SafetensorsFile f = io::load_safetensors(ckpt);
@@ -442,6 +442,15 @@ TEST_F(CheckpointSafety, EvalWarnsAboutNonFiniteWeightsNamingTheTensors) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(has(r.output, "warning")) << r.output;
   EXPECT_TRUE(has(r.output, one.tensors[0].first + " (1 of")) << r.output;
+  // Resuming from it is refused, naming the tensor: training on would carry the NaN along.
+  fs::copy_file(ckpt + ".train", path("one.safetensors.train"));
+  ShellRun resumed = freight_cli("train --resume " + path("one.safetensors") +
+                                 " --data synthetic --device cpu --threads 1 --epochs 2 "
+                                 "--limit-train 128 --limit-test 64");
+  EXPECT_EQ(resumed.status, 1) << resumed.output;
+  EXPECT_TRUE(has(resumed.output, "NaN or infinite")) << resumed.output;
+  EXPECT_TRUE(has(resumed.output, one.tensors[0].first)) << resumed.output;
+  EXPECT_FALSE(has(resumed.output, "epoch 2 ")) << resumed.output;
   // Every tensor infinite: a few named, the rest counted.
   io::SafetensorsFile all = f;
   for (auto& [name, t] : all.tensors) t = Tensor::full(t.shape(), INFINITY);

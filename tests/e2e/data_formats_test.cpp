@@ -145,6 +145,10 @@ TEST_F(DataFormats, BrokenFilesEndInAClearError) {
                  {huge, "is truncated", "[1048576, 1048576]"});
   expect_failure("train --model mlp --no-save --device cpu --data " + path("absent.npz"),
                  {"cannot open NumPy archive", "absent.npz"});
+  // A file in no format Freight reads: the formats it reads, not MNIST's file names.
+  std::string csv = freight::test::write_file(dir_ / "table.csv", std::string("1,2,3\n4,5,6\n"));
+  expect_failure("train --model mlp --no-save --device cpu --data " + csv,
+                 {csv, "a file Freight does not read", "x.npy,y.npy", "np.save"});
 }
 
 // Archives written by NumPy itself (np.savez, np.savez_compressed; .npy versions 2.0 and 3.0
