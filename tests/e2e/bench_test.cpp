@@ -169,6 +169,16 @@ TEST_F(Bench, AMissingPythonInTheListIsANoteAndTheOthersRun) {
   EXPECT_NE(pt.value("config", "").find("torch "), std::string::npos) << pt.dump(1);
 }
 
+// Only GPUs asked for, and none here: an error saying why, not an empty report with status 0.
+TEST_F(Bench, OnlyAbsentGpusIsAnErrorSayingWhy) {
+  if (freight::cuda_available()) GTEST_SKIP() << "a GPU is present: the GPU rows would run";
+  ShellRun r = shell(std::string(FREIGHT_CLI_PATH) +
+                     " bench --models mlp --batch-sizes 8 --devices cuda --out " + dir_.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("nothing to time"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--devices cuda"), std::string::npos) << r.output;
+}
+
 TEST_F(Bench, UnknownModelIsAnError) {
   ShellRun r =
       shell(std::string(FREIGHT_CLI_PATH) + " bench --models nosuchnet --out " + dir_.string());

@@ -448,6 +448,11 @@ Plan make_plan(const Options& o, std::vector<std::string>& notes) {
     }
   }
   if (!want_cpu) p.threads.clear();
+  // Only GPUs asked for and none there: an error, not an empty report (absent GPUs beside the
+  // CPU are a note).
+  FREIGHT_CHECK(want_cpu || !p.gpus.empty(),
+                fmt::format("--devices {}: nothing to time: {}", o.devices,
+                            notes.empty() ? std::string("no device") : notes.back()));
   p.timing.seconds = o.seconds ? *o.seconds : o.quick ? 0.25 : 1.0;
   p.timing.warmup_seconds = o.quick ? 0.1 : 0.25;
   p.timing.latency_seconds = o.quick ? 0.1 : 0.3;
