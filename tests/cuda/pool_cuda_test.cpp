@@ -75,6 +75,40 @@ TEST_F(PoolCuda, MaxPoolingTiesNanAndInfinityFollowTheCpu) {
                           true);
 }
 
+// relu keeps a NaN (PyTorch's rule) and passes its gradient, alone and fused: relu, add_relu and
+// both max poolings with a ReLU give the CPU's values bit for bit, NaN in the same places, and
+// the same gradients (the NaN's window routes its gradient to the NaN).
+TEST_F(PoolCuda, ReluAndItsFusionsKeepNanAsTheCpu) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  std::vector<double> v(2 * 6 * 7);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(double(3 * i + 1));
+  v[9] = v[40] = v[77] = std::nan("");
+  v[10] = -0.0;
+  const Tensor x = Tensor::from_vector(v, {1, 2, 6, 7});
+  for (DType dt : {DType::F32, DType::F64}) {
+    const Tensor xt = x.to(dt);
+    const Tensor other = Tensor::full({1, 2, 6, 7}, 0.125).to(dt);
+    SCOPED_TRACE(dtype_name(dt));
+    expect_cuda_matches_cpu(
+        "relu", {xt}, [](const std::vector<Tensor>& t) { return relu(t[0]); }, 0, true);
+    expect_cuda_matches_cpu(
+        "add_relu", {xt, other}, [](const std::vector<Tensor>& t) { return add_relu(t[0], t[1]); },
+        0, true);
+    expect_cuda_matches_cpu(
+        "relu_max_pool2d", {xt},
+        [](const std::vector<Tensor>& t) {
+          return relu_max_pool2d(t[0], {3, 3}, {2, 2}, {1, 1});
+        },
+        0, true);
+    expect_cuda_matches_cpu(
+        "max_pool2d_relu", {xt},
+        [](const std::vector<Tensor>& t) {
+          return max_pool2d_relu(t[0], {2, 2}, {2, 2}, {0, 0});
+        },
+        0, true);
+  }
+}
+
 TEST_F(PoolCuda, ManyPlanes) {
   FREIGHT_SKIP_WITHOUT_CUDA();
   Generator gen(4);
