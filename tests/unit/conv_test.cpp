@@ -261,6 +261,22 @@ TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
   }
 }
 
+// Auto's forward of LeNet-5's second convolution (one vector of output channels, a fifth of the
+// implicit tiles' work on padding columns) runs on oneDNN from batch 16, where it measured
+// faster; at batch 1 it stays on Freight's engine.
+TEST(Conv2d, AutoRunsLeNetsSecondForwardOnOneDnnFromBatchSixteen) {
+  if (!cpu::conv_has_avx512_engine() || !cpu::conv_dnnl_allowed())
+    GTEST_SKIP() << "needs the AVX-512 engines and oneDNN";
+  cpu::set_conv_engine(cpu::ConvEngine::Auto);
+  Tensor w = Tensor::normal({16, 6, 5, 5});
+  for (int64_t n : {1, 16, 64}) {
+    const int64_t before = cpu::conv_engine_runs(0, cpu::ConvEngine::Dnnl);
+    conv2d(Tensor::normal({n, 6, 14, 14}), w);
+    EXPECT_EQ(cpu::conv_engine_runs(0, cpu::ConvEngine::Dnnl) - before, n >= 16 ? 1 : 0)
+        << "batch " << n;
+  }
+}
+
 // Only the gradients that are asked for are computed, and the rest stay undefined.
 TEST(Conv2d, GradientsOnlyWhereRequired) {
   Tensor x = Tensor::normal({2, 3, 6, 6});
@@ -285,6 +301,7 @@ TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
       {4, 64, 8, 8, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}},
       {4, 16, 32, 32, 32, 3, 3, {2, 2}, {1, 1}, {1, 1}},
       {4, 16, 32, 32, 32, 1, 1, {2, 2}, {0, 0}, {1, 1}},
+      {16, 6, 14, 14, 16, 5, 5, {1, 1}, {0, 0}, {1, 1}},  // LeNet-5's second: oneDNN forward
   };
   const Device cpu = Device::cpu();
   std::vector<cpu::ConvEngine> engines{cpu::ConvEngine::Auto, cpu::ConvEngine::Blas};

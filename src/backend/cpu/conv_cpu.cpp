@@ -416,6 +416,15 @@ bool dnnl_preferred(const Conv2dGeometry& g, int pass) {
   if (!taps) return false;
 #if defined(__AVX512F__)
   if (pass == 1 && strided) return true;
+  // The forward of a stride-1 convolution whose output channels fill one vector at most, on a
+  // plane where the implicit tiles (what pick() runs there) spend over a fifth of their work on
+  // the padded row's columns, with taps enough to pay for the reorders: oneDNN's blocked kernel
+  // computes only output pixels. LeNet-5's 6 -> 16 5x5 layer (14x14 in, 10x10 out, 69% of the
+  // computed pixels wanted): 1.37-1.41x on the AMD EPYC Zen 4, 1.16-1.19x on the Xeon, at batch
+  // 64 and 256 (freight_conv_libs); at batch 1 the reorders cost more than that (9 -> 10 µs).
+  if (pass == 0 && !strided && g.n >= 16 && g.o <= Simd<float>::kLanes && g.c * g.kh * g.kw >= 64 &&
+      ImplicitEngine<float>::efficiency(g) < 0.8)
+    return true;
   const bool wide = g.c >= 32 && g.o >= 32, small = g.oh * g.ow <= 256;
   return wide && small && !(pass == 2 && strided);
 #else
