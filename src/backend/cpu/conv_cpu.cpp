@@ -404,7 +404,9 @@ struct Engine {
 //  * both channel counts at least two 16-lane vectors (32) on small planes (at most 256 output
 //    pixels), where Freight's direct tiles spend more of their time at the plane's edges and
 //    oneDNN's blocked kernels hold a whole plane: 1.03-1.4x on every pass but the weight
-//    gradient of a strided convolution (0.9x).
+//    gradient of a strided convolution (0.9x);
+//  * the forward of a stride-1 convolution with one vector of output channels whose implicit
+//    tiles waste a fifth of their work on padding columns (LeNet-5's second): 1.16-1.41x.
 // Elsewhere Freight's engines win, often by 1.2-10x: few channels (first layers, 16-channel
 // stages), larger planes, and 1x1 convolutions, whose few taps cannot pay for the reorders.
 // Without the AVX-512 engines (the avx2 kernels, where Freight has only im2col + BLAS), oneDNN
