@@ -1,5 +1,9 @@
 // The differentiable functions of freight/ops.h as freight.<name>, and the switch that records
 // them for autograd (freight.no_grad in Python is built on set_grad_enabled).
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "bindings.h"
 #include "freight/autograd.h"
 #include "freight/error.h"
@@ -8,6 +12,64 @@
 namespace freight::python {
 
 namespace {
+
+// torch.nn.functional.cross_entropy's arguments. Without any of them (and no label equal to
+// ignore_index) the fused op runs. Otherwise the loss is composed of differentiable ops from
+// log_softmax: per sample n with label y_n, class weights w (1 without) and m_n = 0 where
+// y_n is ignore_index,
+//   loss_n = m_n·[(1 − ε)·w_{y_n}·(−log p_{n,y_n}) + (ε/C)·Σ_c w_c·(−log p_{n,c})]
+// and 'mean' divides the sum by Σ_n m_n·w_{y_n}, as torch does (NaN when every label is
+// ignored, as there).
+Tensor cross_entropy_arg(const Tensor& x, const Tensor& y, py::object weight, int64_t ignore_index,
+                         const std::string& reduction, double label_smoothing) {
+  FREIGHT_CHECK(
+      reduction == "mean" || reduction == "sum" || reduction == "none",
+      fmt::format("cross_entropy: reduction '{}' is not 'mean', 'sum' or 'none'", reduction));
+  FREIGHT_CHECK(
+      label_smoothing >= 0 && label_smoothing <= 1,
+      fmt::format("cross_entropy: label_smoothing must lie in [0, 1], got {}", label_smoothing));
+  const bool plain = weight.is_none() && reduction == "mean" && label_smoothing == 0;
+  FREIGHT_CHECK(
+      x.dim() == 2 && y.dim() == 1 && y.dtype() == DType::I64 && x.shape()[0] == y.shape()[0],
+      fmt::format("cross_entropy: expects logits [N, C] and int64 labels [N], got {} "
+                  "and {} {}",
+                  shape_str(x.shape()), dtype_name(y.dtype()), shape_str(y.shape())));
+  const std::vector<int64_t> labels = y.to_int_vector();
+  const bool any_ignored = std::find(labels.begin(), labels.end(), ignore_index) != labels.end();
+  if (plain && !any_ignored) return cross_entropy(x, y);
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  std::vector<double> w(size_t(c), 1.0);
+  if (!weight.is_none()) {
+    Tensor wt = as_tensor(weight);
+    FREIGHT_CHECK(
+        wt.dim() == 1 && wt.shape()[0] == c,
+        fmt::format("cross_entropy: weight must be [C] = [{}], got {}", c, shape_str(wt.shape())));
+    w = wt.to_double_vector();
+  }
+  std::vector<double> on_label(size_t(n * c), 0.0), spread(size_t(n * c), 0.0);
+  double denominator = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = labels[size_t(i)];
+    if (label == ignore_index) continue;
+    FREIGHT_CHECK(label >= 0 && label < c,
+                  fmt::format("cross_entropy: label {} at position {} is out of range for {} "
+                              "classes",
+                              label, i, c));
+    on_label[size_t(i * c + label)] = (1 - label_smoothing) * w[size_t(label)];
+    for (int64_t k = 0; k < c; ++k)
+      spread[size_t(i * c + k)] = label_smoothing / double(c) * w[size_t(k)];
+    denominator += w[size_t(label)];
+  }
+  auto constant = [&](const std::vector<double>& v) {
+    return Tensor::from_vector(v, {n, c}).to(x.dtype()).to(x.device());
+  };
+  Tensor coef =
+      label_smoothing > 0 ? add(constant(on_label), constant(spread)) : constant(on_label);
+  Tensor per_sample = neg(sum(mul(log_softmax(x, 1), coef), {1}));
+  if (reduction == "none") return per_sample;
+  Tensor total = sum(per_sample);
+  return reduction == "sum" ? total : scale(total, 1.0 / denominator);
+}
 
 Pair pair_arg(py::handle v) {
   if (py::isinstance<py::int_>(v)) {
@@ -85,8 +147,11 @@ void bind_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
       py::arg("padding") = 0);
-  m.def("cross_entropy", &cross_entropy, py::arg("input"), py::arg("target"),
-        "Mean cross-entropy of logits [N, C] against int64 labels [N].");
+  m.def("cross_entropy", &cross_entropy_arg, py::arg("input"), py::arg("target"),
+        py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
+        py::arg("reduction") = "mean", py::arg("label_smoothing") = 0.0,
+        "Cross-entropy of logits [N, C] against int64 labels [N], with torch's weight, "
+        "ignore_index, reduction and label_smoothing.");
   m.def("mse_loss", &mse_loss, py::arg("input"), py::arg("target"));
   m.def(
       "dropout", [](const Tensor& x, double p, bool training) { return dropout(x, p, training); },
