@@ -104,7 +104,8 @@ void check_layer_fields(const json& spec, const std::string& type, const Ctx& ct
 // goes beyond one. Only then does the second pass build the network.
 class Builder {
  public:
-  explicit Builder(bool dry) : dry_(dry) {}
+  // `tokens`: the model's input holds int64 token ids (then `vocab` is their range, 0 unknown).
+  Builder(bool dry, bool tokens, int64_t vocab) : dry_(dry), tokens_(tokens), vocab_(vocab) {}
 
   ModulePtr layers(const json& list, Shape& shape, const std::string& prefix, const Ctx& ctx,
                    const char* key) {
@@ -159,8 +160,24 @@ class Builder {
   ModulePtr layer(const json& spec, Shape& shape, const std::string& prefix, const Ctx& ctx) {
     if (dry_ && ++layers_ > kMaxLayers)
       throw ctx.error(fmt::format("the model has more than {} layers, the limit", kMaxLayers));
+    // Only the first layer receives the model's input (a container passes it to its own first
+    // layer): declared token ids go to an embedding, and an embedding after another layer would
+    // receive that layer's float output.
+    const std::string type = spec["type"].get<std::string>();
+    const bool container = type == "sequential" || type == "residual";
+    if (at_input_ && tokens_ && !container && type != "embedding")
+      throw ctx.error(
+          fmt::format("the model's input holds int64 token ids (\"dtype\": \"int64\"), "
+                      "which only an embedding reads, not {}",
+                      type));
+    if (!at_input_ && type == "embedding")
+      throw ctx.error(
+          "an embedding reads int64 token ids, so it must be the model's first layer; here it "
+          "would receive the float output of the layer before it");
     try {
-      return layer_unchecked(spec, shape, prefix, ctx);
+      ModulePtr m = layer_unchecked(spec, shape, prefix, ctx);
+      if (!container) at_input_ = false;
+      return m;
     } catch (const SpecError&) {
       throw;
     } catch (const Error& e) {
@@ -245,6 +262,12 @@ class Builder {
     }
     if (type == "embedding") {
       int64_t num = get_int(spec, "num", ctx, 1), dim = get_int(spec, "dim", ctx, 1);
+      if (tokens_ && vocab_ > num)
+        throw ctx.error(
+            fmt::format("\"input\" says token ids go up to {} (\"vocab\": {}), but the "
+                        "table has {} rows (\"num\"): ids from {} on would be out of "
+                        "range",
+                        vocab_ - 1, vocab_, num, num));
       if (dry_) {
         Shape out = in;
         out.push_back(dim);
@@ -365,6 +388,9 @@ class Builder {
   }
 
   bool dry_;
+  bool tokens_;           // the model's input holds int64 token ids
+  int64_t vocab_;         // their range ("vocab"; 0: not given)
+  bool at_input_ = true;  // the next layer receives the model's input
 
  public:
   ModelSize size() const { return {layers_, params_, flops_}; }
@@ -525,7 +551,7 @@ auto one_pass(const ModelSpec& spec, bool dry, F&& f) {
   shape.insert(shape.end(), spec.input_shape.begin(), spec.input_shape.end());
   Ctx ctx{spec.path, "layers"};
   json layers = parse_json(spec.layers_json, spec.path);
-  Builder builder(dry);
+  Builder builder(dry, spec.input_dtype == DType::I64, spec.vocab);
   auto result = f(builder, builder.layers(layers, shape, "", ctx, "layers"));
   if (shape.back() != spec.classes)
     throw ctx.error(

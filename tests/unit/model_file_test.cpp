@@ -202,6 +202,34 @@ TEST(ModelFile, UnknownFieldsNameTheFieldTheLayerAndWhatItTakes) {
             "");
 }
 
+// Declared token ids (an int64 input) must reach an embedding, and an embedding placed after
+// another layer would read floats: the builder says so when the file is read (summary, plan)
+// rather than at the first training step, and checks "vocab" against the table's rows.
+TEST(ModelFile, TokenIdsGoToAnEmbeddingThatComesFirst) {
+  const std::string tokens = R"({"input": {"shape": [5], "dtype": "int64", "vocab": 20},
+                                 "classes": 3, "layers": )";
+  EXPECT_EQ(build_error(tokens + R"([{"type": "embedding", "num": 20, "dim": 4},
+                                      {"type": "flatten"}, {"type": "linear", "out": 3}]})"),
+            "");
+  expect_build_error(tokens + R"([{"type": "embedding", "num": 10, "dim": 4},
+                                   {"type": "flatten"}, {"type": "linear", "out": 3}]})",
+                     {"layer 0 (embedding)", "\"vocab\": 20", "10 rows"});
+  expect_build_error(tokens + R"([{"type": "linear", "out": 3}]})",
+                     {"layer 0 (linear)", "int64 token ids", "only an embedding"});
+  expect_build_error(model(R"([{"type": "linear", "out": 3}, {"type": "embedding", "num": 10,
+                               "dim": 3}, {"type": "flatten"}, {"type": "linear", "out": 2}])"),
+                     {"layer 1 (embedding)", "first layer", "float output"});
+  expect_build_error(
+      tokens + R"([{"type": "embedding", "num": 20, "dim": 4}, {"type": "embedding", "num": 4,
+                   "dim": 2}, {"type": "flatten"}, {"type": "linear", "out": 3}]})",
+      {"layer 1 (embedding)", "float output"});
+  // Inside a container the first layer still receives the input.
+  EXPECT_EQ(build_error(tokens + R"([{"type": "sequential", "layers": [{"type": "embedding",
+                                      "num": 20, "dim": 4}, {"type": "flatten"}]},
+                                      {"type": "linear", "out": 3}]})"),
+            "");
+}
+
 // Values that the layers' constructors refuse: the message names the file, the layer and the
 // field, whichever of the model file or the constructor catches it.
 TEST(ModelFile, BadValuesNameTheLayer) {
