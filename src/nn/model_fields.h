@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -65,7 +64,7 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
 // and its default used without a word). "comment" and keys starting with "_" are notes for
 // people and always allowed, and so is "type" in a layer. `what` says whose fields they are
 // ("conv2d", "\"input\"").
-inline void check_known_fields(const json& obj, std::initializer_list<const char*> known,
+inline void check_known_fields(const json& obj, const std::vector<const char*>& known,
                                const std::string& what, const Ctx& ctx, bool layer = false) {
   if (!obj.is_object()) return;
   for (auto it = obj.begin(); it != obj.end(); ++it) {

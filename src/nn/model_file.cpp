@@ -64,36 +64,33 @@ int64_t numel_capped(const Shape& s) {
 // The fields of each layer type besides "type" (docs/model-format.md's table): any other is a
 // misspelling or a field from another type, and an error. Types not listed here are refused by
 // the builder as unknown.
+struct LayerFields {
+  const char* type;
+  std::vector<const char*> fields;
+};
+const LayerFields kLayerFields[] = {
+    {"linear", {"out", "bias"}},
+    {"conv2d", {"out", "kernel", "stride", "padding", "dilation", "bias"}},
+    {"maxpool2d", {"kernel", "stride", "padding"}},
+    {"avgpool2d", {"kernel", "stride", "padding"}},
+    {"batchnorm", {"eps", "momentum"}},
+    {"batchnorm1d", {"eps", "momentum"}},
+    {"batchnorm2d", {"eps", "momentum"}},
+    {"dropout", {"p"}},
+    {"flatten", {"start", "end"}},
+    {"reshape", {"shape"}},
+    {"embedding", {"num", "dim"}},
+    {"lstm", {"hidden", "layers"}},
+    {"residual", {"body", "shortcut"}},
+    {"sequential", {"layers"}},
+    {"repeat", {"times", "layers"}},
+    {"last_step", {}},
+};
+
 void check_layer_fields(const json& spec, const std::string& type, const Ctx& ctx) {
-  auto takes = [&](std::initializer_list<const char*> keys) {
-    check_known_fields(spec, keys, type, ctx, true);
-  };
-  if (type == "linear")
-    takes({"out", "bias"});
-  else if (type == "conv2d")
-    takes({"out", "kernel", "stride", "padding", "dilation", "bias"});
-  else if (type == "maxpool2d" || type == "avgpool2d")
-    takes({"kernel", "stride", "padding"});
-  else if (type == "batchnorm" || type == "batchnorm1d" || type == "batchnorm2d")
-    takes({"eps", "momentum"});
-  else if (type == "dropout")
-    takes({"p"});
-  else if (type == "flatten")
-    takes({"start", "end"});
-  else if (type == "reshape")
-    takes({"shape"});
-  else if (type == "embedding")
-    takes({"num", "dim"});
-  else if (type == "lstm")
-    takes({"hidden", "layers"});
-  else if (type == "residual")
-    takes({"body", "shortcut"});
-  else if (type == "sequential")
-    takes({"layers"});
-  else if (type == "repeat")
-    takes({"times", "layers"});
-  else if (type == "last_step" || activation_by_type(type))
-    takes({});
+  for (const LayerFields& l : kLayerFields)
+    if (type == l.type) return check_known_fields(spec, l.fields, type, ctx, true);
+  if (activation_by_type(type)) check_known_fields(spec, {}, type, ctx, true);  // no fields
 }
 
 // Turns a "layers" list into modules, in two passes over the same code. The first (dry) pass
