@@ -1,5 +1,5 @@
-// conv2d beyond the op table: every CPU engine (im2col + BLAS, AVX-512 panels, AVX-512 implicit,
-// AVX-512 direct, oneDNN where it is built) against a direct reference on shapes that reach their
+// conv2d beyond the op table: every CPU engine (im2col + BLAS, the panel, implicit and direct
+// register tiles, oneDNN where it is built) against a direct reference on shapes that reach their
 // edge cases (several chunks per thread, partial tiles, output channels not a multiple of the tile,
 // strides, dilation), in float64 and float32; and the error messages.
 #include <fmt/format.h>
@@ -104,13 +104,13 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
   void SetUp() override {
     if (GetParam() == cpu::ConvEngine::Dnnl && !cpu::dnnl_conv_built())
       GTEST_SKIP() << cpu::dnnl_conv_version();
-    // Freight's tile engines are AVX-512 code: on a CPU without it (or under FREIGHT_CPU_ISA=avx2)
+    // Freight's tile engines are AVX2 and AVX-512 code: with the built-in baseline kernels
     // forcing one is an error, which ConvEngineChoice checks.
-    const bool avx512_engine = GetParam() == cpu::ConvEngine::Panel ||
-                               GetParam() == cpu::ConvEngine::Implicit ||
-                               GetParam() == cpu::ConvEngine::Direct;
-    if (avx512_engine && !cpu::conv_has_avx512_engine())
-      GTEST_SKIP() << "the " << cpu_kernel_isa() << " CPU kernels have no AVX-512 engines";
+    const bool tile_engine = GetParam() == cpu::ConvEngine::Panel ||
+                             GetParam() == cpu::ConvEngine::Implicit ||
+                             GetParam() == cpu::ConvEngine::Direct;
+    if (tile_engine && !cpu::conv_has_tile_engines())
+      GTEST_SKIP() << "the " << cpu_kernel_isa() << " CPU kernels have no tile engines";
     set_poison_allocations(true);
     cpu::set_conv_engine(GetParam());
   }
@@ -141,7 +141,7 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
     }
     // A forced engine must really have run each pass on some of the geometries (a dispatch
     // that fell through to another engine would pass the comparisons unnoticed). Forcing an
-    // AVX-512 engine on kernels without one already failed in SetUp.
+    // tile engine on kernels without one already failed in SetUp.
     // (oneDNN runs fp32 only: forced on float64, the passes run on Auto's engines.)
     const bool runs = GetParam() != cpu::ConvEngine::Auto &&
                       !(GetParam() == cpu::ConvEngine::Dnnl && dtype != DType::F32);
@@ -223,29 +223,29 @@ INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
                                            cpu::ConvEngine::Direct, cpu::ConvEngine::Dnnl),
                          engine_name);
 
-// The AVX-512 engines exist exactly when the loaded CPU kernels are the avx512 ones; forcing one
-// that the kernels lack is an error naming the engine and the level (never a silent run on
+// The tile engines exist exactly when the loaded CPU kernels are the avx512 or avx2 ones; forcing
+// one that the kernels lack is an error naming the engine and the level (never a silent run on
 // Blas), and leaves the choice as it was. Run on each level (tests/CMakeLists.txt).
 TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
-  const bool avx512 = cpu_kernel_isa() == "avx512";
+  const bool tiles = cpu_kernel_isa() == "avx512" || cpu_kernel_isa() == "avx2";
   if (cpu_kernel_isa() != "built-in") {
-    EXPECT_EQ(cpu::conv_has_avx512_engine(), avx512);
+    EXPECT_EQ(cpu::conv_has_tile_engines(), tiles);
   }
   for (cpu::ConvEngine e :
        {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit, cpu::ConvEngine::Direct}) {
-    if (cpu::conv_has_avx512_engine()) {
+    if (cpu::conv_has_tile_engines()) {
       EXPECT_NO_THROW(cpu::set_conv_engine(e));
     } else {
       const std::string err = test::error_of([&] { cpu::set_conv_engine(e); });
-      EXPECT_TRUE(test::has(err, "needs the AVX-512 CPU kernels") &&
+      EXPECT_TRUE(test::has(err, "needs the avx2 or avx512 CPU kernels") &&
                   test::has(err, cpu_kernel_isa()))
           << err;
     }
   }
   cpu::set_conv_engine(cpu::ConvEngine::Auto);
-  // Without the AVX-512 engines every pass of an automatic choice among Freight's own engines
-  // runs on Blas.
-  if (!cpu::conv_has_avx512_engine()) {
+  // Without the tile engines every pass of an automatic choice among Freight's own engines runs
+  // on Blas.
+  if (!cpu::conv_has_tile_engines()) {
     const bool dnnl = cpu::conv_dnnl_allowed();
     cpu::set_conv_dnnl_allowed(false);
     int64_t before[3];
@@ -265,8 +265,8 @@ TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
 // implicit tiles' work on padding columns) runs on oneDNN from batch 16, where it measured
 // faster; at batch 1 it stays on Freight's engine.
 TEST(Conv2d, AutoRunsLeNetsSecondForwardOnOneDnnFromBatchSixteen) {
-  if (!cpu::conv_has_avx512_engine() || !cpu::conv_dnnl_allowed())
-    GTEST_SKIP() << "needs the AVX-512 engines and oneDNN";
+  if (cpu_kernel_isa() != "avx512" || !cpu::conv_dnnl_allowed())
+    GTEST_SKIP() << "a rule of the avx512 kernels with oneDNN";
   cpu::set_conv_engine(cpu::ConvEngine::Auto);
   Tensor w = Tensor::normal({16, 6, 5, 5});
   for (int64_t n : {1, 16, 64}) {
@@ -291,7 +291,7 @@ TEST(Conv2d, GradientsOnlyWhereRequired) {
 
 // conv2d_workspace_bytes (what freight plan counts for a convolution) against what each pass
 // really takes from the CPU allocator beyond its operands, on whichever engine runs it (im2col +
-// BLAS, oneDNN, or an AVX-512 tile engine): exactly, up to the allocator's rounding. Zoo-like
+// BLAS, oneDNN, or a tile engine): exactly, up to the allocator's rounding. Zoo-like
 // layers: a first layer, 16 and 64 channels, a strided one, a 1x1; in float32 and float64 (the
 // tile engines size their chunks by the element).
 TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
@@ -306,7 +306,7 @@ TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
   const Device cpu = Device::cpu();
   std::vector<cpu::ConvEngine> engines{cpu::ConvEngine::Auto, cpu::ConvEngine::Blas};
   if (cpu::dnnl_conv_built()) engines.push_back(cpu::ConvEngine::Dnnl);
-  if (cpu::conv_has_avx512_engine())
+  if (cpu::conv_has_tile_engines())
     engines.insert(engines.end(),
                    {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit, cpu::ConvEngine::Direct});
   for (cpu::ConvEngine engine : engines) {

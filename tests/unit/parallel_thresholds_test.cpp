@@ -130,11 +130,11 @@ TEST_F(ParallelThresholdsTest, ConvolutionsAgreeSplitAndOnOneThread) {
         // Each output element of y and dx comes from one thread; dW and db add the threads'
         // partial sums in another order, except at batch 1, where the threads split the taps of
         // dW (stride 1, the direct engine) and each sums all pixels, and where oneDNN runs it.
-        // (Without either, on the avx2 kernels with FREIGHT_CONV_DNNL=0, im2col + BLAS adds
+        // (Without either, on the built-in kernels with FREIGHT_CONV_DNNL=0, im2col + BLAS adds
         // per-thread partial sums at batch 1 too.)
         EXPECT_TRUE(same_bits(split.y, one.y));
         EXPECT_TRUE(same_bits(split.dx, one.dx));
-        const bool blas_dw = !cpu::conv_has_avx512_engine() && !cpu::conv_dnnl_allowed();
+        const bool blas_dw = !cpu::conv_has_tile_engines() && !cpu::conv_dnnl_allowed();
         if (n == 1 && s == 1 && o >= 16 && !blas_dw) {
           EXPECT_TRUE(same_bits(split.dw, one.dw));
         }

@@ -7,21 +7,22 @@
 // where B[k, pixel] is the input value that tap k reads for that pixel (0 in the padding).
 //
 // Engines (chosen per pass by `pick`; tests can force one through set_conv_engine):
-//  * Implicit (AVX-512, stride 1, conv_avx512.h): B is never built. In a zero-padded copy of the
-//    image, numbered by "virtual" pixels that run over the padded width, B's row k is the plane
-//    itself shifted by tap k's offset, so a register tile (8 output channels x 48 pixels,
-//    conv_tiles.h) reads shifted windows and stores straight into NCHW. The input gradient of a
+//  * Implicit (register tiles, stride 1, conv_tile_engines.h): B is never built. In a zero-padded
+//    copy of the image, numbered by "virtual" pixels that run over the padded width, B's row k is
+//    the plane itself shifted by tap k's offset, so a register tile (8 output channels x 48
+//    pixels on AVX-512, 4 x 24 on AVX2; conv_tiles.h) reads shifted windows and stores straight
+//    into NCHW. The input gradient of a
 //    stride-1 convolution is a stride-1 convolution of dY with the flipped weights, so it runs
 //    on the same code; the weight gradient broadcasts taps against vectors of output channels
 //    of a transposed dY.
-//  * Panel (AVX-512, any stride): B is unrolled (im2col) chunk by chunk straight into the tile's
-//    panel layout; the input gradient goes through col2im.
+//  * Panel (register tiles, any stride): B is unrolled (im2col) chunk by chunk straight into the
+//    tile's panel layout; the input gradient goes through col2im.
 //  * Dnnl (fp32, where oneDNN was found; conv_dnnl.h): oneDNN's channel-blocked kernels with
 //    reorders from and to NCHW, on the passes where `dnnl_preferred` says it measured faster;
 //    tried before `pick`, whose engine runs when oneDNN refuses a geometry.
 //  * Blas (portable): the same chunks as plain rows through cblas_sgemm/dgemm. OpenBLAS spends
 //    most of its time packing and on edges at these shapes (M = O of 6 to 64, K = 9 to 576):
-//    60-120 GF/s on two cores where the tiles reach 200-290.
+//    60-120 GF/s on two AVX-512 cores where the tiles reach 200-290.
 // Threads take whole images (or pixel ranges), each with its own buffers sized for its L2, and
 // call single-threaded kernels (OpenBLAS runs on one thread inside a parallel region), so they
 // never wait for each other inside a pass.
@@ -34,10 +35,10 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/conv_avx512.h"
 #include "backend/cpu/conv_cpu.h"
 #include "backend/cpu/conv_dnnl.h"
 #include "backend/cpu/conv_patches.h"
+#include "backend/cpu/conv_tile_engines.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
 #include "ops/kernels/conv.h"
@@ -230,9 +231,10 @@ struct BlasEngine {
 //    else Panel with col2im.
 //  * Weight gradient: Direct when O fills a vector (horizontal stride 1 or 2), else Implicit
 //    (stride 1) or Panel.
-// A forced engine is used where it applies, else Panel; without AVX-512 everything is Blas.
+// A forced engine is used where it applies, else Panel; without the tiles (the built-in baseline
+// kernels) everything is Blas.
 ConvEngine pick(const Conv2dGeometry& g, int pass) {
-#if defined(__AVX512F__)
+#if defined(FREIGHT_CONV_TILES)
   ConvEngine forced = forced_conv_engine();
   if (forced == ConvEngine::Dnnl) forced = ConvEngine::Auto;  // a pass oneDNN does not run
   const bool stride1 = g.sh == 1 && g.sw == 1;
@@ -299,7 +301,7 @@ struct Engine {
       }
     const ConvEngine e = pick(g, 0);
     switch (e) {
-#if defined(__AVX512F__)
+#if defined(FREIGHT_CONV_TILES)
       case ConvEngine::Implicit:
         ImplicitEngine<T>::forward(x, w, b, g, y, relu);
         break;
@@ -328,7 +330,7 @@ struct Engine {
         return ran(1, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 1);
     switch (e) {
-#if defined(__AVX512F__)
+#if defined(FREIGHT_CONV_TILES)
       case ConvEngine::Implicit:
         ImplicitEngine<T>::backward_input(gy, w, g, dx);
         break;
@@ -372,7 +374,7 @@ struct Engine {
         return ran(2, ConvEngine::Dnnl);
     const ConvEngine e = pick(g, 2);
     switch (e) {
-#if defined(__AVX512F__)
+#if defined(FREIGHT_CONV_TILES)
       case ConvEngine::Implicit:
         ImplicitEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
@@ -409,10 +411,22 @@ struct Engine {
 //    tiles waste a fifth of their work on padding columns (LeNet-5's second): 1.16-1.41x.
 // Elsewhere Freight's engines win, often by 1.2-10x: few channels (first layers, 16-channel
 // stages), larger planes, and 1x1 convolutions, whose few taps cannot pay for the reorders.
-// Without the AVX-512 engines (the avx2 kernels, where Freight has only im2col + BLAS), oneDNN
-// measured 1.3-2.5x faster on every pass of a convolution with more than one tap, except the
-// input gradient of layers on fewer than 6 input channels (0.3-0.7x) and the weight gradient of
-// one-channel ones (0.5-0.7x); 1x1 convolutions stay on BLAS (0.7-0.9x).
+// With the AVX2 tiles (8 lanes, 12 accumulators), on the AMD EPYC Zen 3:
+//  * the weight gradient stays on Freight's direct and implicit tiles everywhere: 1.0-2.6x
+//    oneDNN's (lenet5.c2 130 against 50 GF/s, resnet56's 16-channel stage 117 against 64);
+//  * the input gradient goes to oneDNN where it is strided (Panel and col2im: 0.5x), where the
+//    input has 32 channels or more (1.1-1.4x), and where it has 6 or more but less than a vector
+//    (LeNet-5's second: 1.15-1.35x); 16 channels stay (resnet56: 1.0-1.2x ours), and so do fewer
+//    than 6, where oneDNN pads its 8-channel blocks (0.3-0.4x);
+//  * the forward goes to oneDNN for first layers (3 input channels or fewer) with 32 outputs or
+//    more (1.2-1.6x: each tile's few taps cannot pay for its stores) and, as on AVX-512, where
+//    both channel counts are 32 or more on planes of at most 256 output pixels (alexnet-cifar's
+//    second and third: 1.06-1.25x in its steps; resnet56's 32- and 64-channel stages within the
+//    host's noise either way).
+// Without any tiles (the built-in baseline kernels: im2col + BLAS only), oneDNN measured 1.3-2.5x
+// faster on every pass of a convolution with more than one tap, except the input gradient of
+// layers on fewer than 6 input channels (0.3-0.7x) and the weight gradient of one-channel ones
+// (0.5-0.7x); 1x1 convolutions stay on BLAS (0.7-0.9x).
 bool dnnl_preferred(const Conv2dGeometry& g, int pass) {
   const bool strided = g.sh != 1 || g.sw != 1, taps = g.kh * g.kw > 1;
   if (!taps) return false;
@@ -429,6 +443,11 @@ bool dnnl_preferred(const Conv2dGeometry& g, int pass) {
     return true;
   const bool wide = g.c >= 32 && g.o >= 32, small = g.oh * g.ow <= 256;
   return wide && small && !(pass == 2 && strided);
+#elif defined(FREIGHT_CONV_TILES)
+  constexpr int64_t W = Simd<float>::kLanes;
+  if (pass == 1) return strided || g.c >= 32 || (g.c >= 6 && g.c < W);
+  if (pass == 0) return (g.c <= 3 && g.o >= 32) || (g.c >= 32 && g.o >= 32 && g.oh * g.ow <= 256);
+  return false;
 #else
   (void)strided;
   return pass == 0 || (pass == 1 && g.c >= 6) || (pass == 2 && g.c >= 3);
@@ -489,7 +508,7 @@ void backward_weight_cpu(const Tensor& gy, const Tensor& x, const Conv2dGeometry
   });
 }
 
-#if defined(__AVX512F__)
+#if defined(FREIGHT_CONV_TILES)
 // Elements a pass takes on the tile engine `e` (pick's choice for it), from the same numbers the
 // pass allocates by.
 template <class T>
@@ -530,17 +549,17 @@ int64_t workspace_bytes_cpu(const Conv2dGeometry& g, int pass, DType dtype) {
     const BlasWork bw = blas_work(g, pass, size_t(elem));
     return bw.nt * bw.per_thread * elem;
   }
-#if defined(__AVX512F__)
+#if defined(FREIGHT_CONV_TILES)
   const int64_t elems = dtype == DType::F64 ? tile_workspace_elems<double>(g, pass, e)
                                             : tile_workspace_elems<float>(g, pass, e);
   return elems * elem;
 #else
-  return 0;  // pick runs every pass on Blas without the AVX-512 engines
+  return 0;  // pick runs every pass on Blas without the tile engines
 #endif
 }
 
-bool avx512_engines_built() {
-#if defined(__AVX512F__)
+bool tile_engines_built() {
+#if defined(FREIGHT_CONV_TILES)
   return true;
 #else
   return false;
@@ -549,7 +568,7 @@ bool avx512_engines_built() {
 
 }  // namespace
 
-FREIGHT_REGISTER_KERNEL(conv_avx512_engines_built, CPU, avx512_engines_built);
+FREIGHT_REGISTER_KERNEL(conv_tile_engines_built, CPU, tile_engines_built);
 
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_forward, CPU, forward_cpu);
 FREIGHT_REGISTER_KERNEL(kernels::conv2d_backward_input, CPU, backward_input_cpu);

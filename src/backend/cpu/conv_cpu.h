@@ -9,15 +9,15 @@
 namespace freight::cpu {
 enum class ConvEngine : int {
   Auto,      // the fastest applicable one
-  Blas,      // im2col + cblas (portable; the only one without AVX-512)
-  Panel,     // AVX-512 tiles over im2col panels (any stride)
-  Implicit,  // AVX-512 tiles over shifted windows of padded planes (stride 1)
-  Direct,    // AVX-512 tiles of output pixels x output-channel vectors (horizontal stride 1, 2)
+  Blas,      // im2col + cblas (portable; the only one of the built-in baseline kernels)
+  Panel,     // register tiles over im2col panels (any stride; avx2 and avx512 kernels)
+  Implicit,  // register tiles over shifted windows of padded planes (stride 1)
+  Direct,    // register tiles of output pixels x output-channel vectors (horizontal stride 1, 2)
   Dnnl,      // oneDNN's blocked-layout kernels with reorders in and out (fp32; conv_dnnl.h)
 };
 // Forces an engine for all CPU convolutions where it applies (else Panel), so tests can check the
-// engines against each other. Forcing an AVX-512 engine when the loaded CPU kernels have none
-// (FREIGHT_CPU_ISA=avx2, a CPU without AVX-512) throws rather than run another engine. Not
+// engines against each other. Forcing a tile engine when the loaded CPU kernels have none (the
+// built-in baseline kernels, a CPU without AVX2) throws rather than run another engine. Not
 // thread-safe with convolutions running. Forcing Dnnl where oneDNN is not built throws; forced
 // Dnnl runs fp32 passes only (float64 passes run the engine Auto picks).
 void set_conv_engine(ConvEngine e);
@@ -28,13 +28,14 @@ void set_conv_dnnl_allowed(bool allowed);
 bool conv_dnnl_allowed();
 // How many times `pass` (0 forward, 1 input gradient, 2 weight gradient) has run on engine e.
 int64_t conv_engine_runs(int pass, ConvEngine e);
-// Whether the loaded CPU kernels have the AVX-512 engines (were compiled with AVX-512F).
-bool conv_has_avx512_engine();
+// Whether the loaded CPU kernels have Freight's tile engines (Panel, Implicit, Direct): the
+// avx512 and avx2 levels do (conv_tiles.h), the built-in baseline does not.
+bool conv_has_tile_engines();
 
 // For the engines in the kernel module: the engine forced (Auto when none), and a count of a
 // pass that ran on engine e.
 ConvEngine forced_conv_engine();
 void count_conv_engine_run(int pass, ConvEngine e);
-// Filled by the kernel module: whether it has the AVX-512 engines.
-FREIGHT_KERNEL(conv_avx512_engines_built, bool());
+// Filled by the kernel module: whether it has the tile engines.
+FREIGHT_KERNEL(conv_tile_engines_built, bool());
 }  // namespace freight::cpu

@@ -49,11 +49,11 @@ const char* engine_name(ConvEngine e) {
 void set_conv_engine(ConvEngine e) {
   FREIGHT_CHECK(e != ConvEngine::Dnnl || dnnl_conv_built(),
                 fmt::format("convolution engine Dnnl: {}", dnnl_conv_version()));
-  const bool needs_avx512 = e != ConvEngine::Auto && e != ConvEngine::Blas && e != ConvEngine::Dnnl;
-  FREIGHT_CHECK(!needs_avx512 || conv_has_avx512_engine(),
-                fmt::format("convolution engine {} needs the AVX-512 CPU kernels, but the {} "
-                            "kernels are loaded ({}); force Blas or Auto, or run where "
-                            "FREIGHT_CPU_ISA=avx512 works",
+  const bool needs_tiles = e != ConvEngine::Auto && e != ConvEngine::Blas && e != ConvEngine::Dnnl;
+  FREIGHT_CHECK(!needs_tiles || conv_has_tile_engines(),
+                fmt::format("convolution engine {} needs the avx2 or avx512 CPU kernels, but the "
+                            "{} kernels are loaded ({}); force Blas or Auto, or run where "
+                            "FREIGHT_CPU_ISA=avx2 works",
                             engine_name(e), cpu_kernel_isa(), cpu_kernel_isa_reason()));
   g_engine = int(e);
 }
@@ -66,8 +66,8 @@ bool conv_dnnl_allowed() {
 int64_t conv_engine_runs(int pass, ConvEngine e) {
   return g_runs[pass][int(e)].load(std::memory_order_relaxed);
 }
-bool conv_has_avx512_engine() {
-  return conv_avx512_engines_built(DeviceType::CPU);
+bool conv_has_tile_engines() {
+  return conv_tile_engines_built(DeviceType::CPU);
 }
 ConvEngine forced_conv_engine() {
   return ConvEngine(g_engine.load(std::memory_order_relaxed));

@@ -1,6 +1,11 @@
-// AVX-512 register tiles of the CPU convolution (float32 and float64). Internal to conv_cpu.cpp.
+// Register tiles of the CPU convolution (float32 and float64) for the two vector levels the CPU
+// kernels are built at: AVX-512 (16 float lanes, 32 registers) and AVX2 with FMA (8 lanes, 16
+// registers). Internal to conv_cpu.cpp. The tiles are written once against Simd<T>; each level
+// sets its lanes and how many accumulators a tile keeps (kAccumulators), so that accumulators,
+// operand vectors and a broadcast fit the register file without spilling.
 #pragma once
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define FREIGHT_CONV_TILES 1
 // GCC 12's reduction intrinsics start from _mm256_undefined_pd(), which its own
 // -Wuninitialized flags once inlined; the warning points into this header.
 #pragma GCC diagnostic push
@@ -15,6 +20,9 @@ namespace freight::cpu::conv_tiles {
 
 template <class T>
 struct Simd;
+#if defined(__AVX512F__)
+// Accumulators per tile: 24 of the 32 registers, leaving the operand vectors and a broadcast.
+constexpr int kAccumulators = 24;
 template <>
 struct Simd<float> {
   using V = __m512;
@@ -63,6 +71,70 @@ struct Simd<double> {
     _mm512_mask_storeu_pd(p, __mmask8(mask), v);
   }
 };
+#else  // AVX2 + FMA: 16 registers, 12 of them accumulators
+constexpr int kAccumulators = 12;
+// Lanes [0, n) of a mask vector set (all bits), the others clear.
+inline __m256i first_lanes32(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline __m256i first_lanes64(int n) {
+  return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+template <>
+struct Simd<float> {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  // max(a, b) is a > b ? a : b here too: NaN and −0 pass, as relu_value.
+  static V relu(V v) { return _mm256_max_ps(zero(), v); }
+  static float sum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static V load_n(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes32(n)); }
+  static void store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, first_lanes32(n), v); }
+  // A full mask stores plainly (AVX2's masked store costs more on some CPUs; lane by lane from
+  // a copy on the stack measured slower still on the AMD EPYC Zen 3).
+  static void store_mask(float* p, V v, uint32_t mask) {
+    if (mask == 0xFFu) return store(p, v);
+    const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i m =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(mask)), bits), bits);
+    _mm256_maskstore_ps(p, m, v);
+  }
+};
+template <>
+struct Simd<double> {
+  using V = __m256d;
+  static constexpr int kLanes = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V set1(double x) { return _mm256_set1_pd(x); }
+  static V load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static V relu(V v) { return _mm256_max_pd(zero(), v); }  // as Simd<float>::relu
+  static double sum(V v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static V load_n(const double* p, int n) { return _mm256_maskload_pd(p, first_lanes64(n)); }
+  static void store_n(double* p, V v, int n) { _mm256_maskstore_pd(p, first_lanes64(n), v); }
+  static void store_mask(double* p, V v, uint32_t mask) {
+    if (mask == 0xFu) return store(p, v);
+    const __m256i bits = _mm256_setr_epi64x(1, 2, 4, 8);
+    const __m256i m =
+        _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(int64_t(mask)), bits), bits);
+    _mm256_maskstore_pd(p, m, v);
+  }
+};
+#endif
 
 // dst[0, n) = src[0, n) with masked vector moves. The rows copied around the tiles are short
 // (one image row), where a memcpy call costs more than the copy; GCC turns a plain loop (even
@@ -77,10 +149,11 @@ inline void copy_n(const T* __restrict src, int64_t n, T* __restrict dst) {
 }
 
 // ---------------------------------------------------------------- GEMM tile
-// MR output rows (one weight row each, broadcast) × kNV vectors of output pixels. At MR = 8 the
-// 24 accumulators leave registers for the 3 pixel vectors and a broadcast; each step issues 24
-// FMAs for 3 vector loads and 8 broadcasts, so the loop runs at the FMA throughput.
-constexpr int kMR = 8, kNV = 3;
+// MR output rows (one weight row each, broadcast) × kNV vectors of output pixels. At MR = 8
+// (AVX-512) the 24 accumulators leave registers for the 3 pixel vectors and a broadcast; each
+// step issues 24 FMAs for 3 vector loads and 8 broadcasts, so the loop runs at the FMA
+// throughput. AVX2's 16 registers hold MR = 4 rows: 12 FMAs for 3 loads and 4 broadcasts.
+constexpr int kNV = 3, kMR = kAccumulators / kNV;
 
 // Stores accumulator (m, u) of a tile at c + m·ldc + u·lanes: a row-major C.
 template <class T>
@@ -128,11 +201,24 @@ inline void gemm_tile(const T* __restrict a, const T* __restrict b, const int64_
   }
 }
 
-// The same for mr = 1..8 rows (the last block when the rows are not a multiple of 8) and
+// The same for mr = 1..kMR rows (the last block when the rows are not a multiple of kMR) and
 // nv = 1..kNV vectors.
 template <class T, int NV, class Store>
 void gemm_tile_rows_nv(int mr, const T* a, const T* b, const int64_t* offs, int64_t K,
                        const T* init, const Store& store) {
+  static_assert(kMR == 8 || kMR == 4);
+  if constexpr (kMR == 4) {
+    switch (mr) {
+      case 4:
+        return gemm_tile<T, 4, NV>(a, b, offs, K, init, store);
+      case 3:
+        return gemm_tile<T, 3, NV>(a, b, offs, K, init, store);
+      case 2:
+        return gemm_tile<T, 2, NV>(a, b, offs, K, init, store);
+      default:
+        return gemm_tile<T, 1, NV>(a, b, offs, K, init, store);
+    }
+  }
   switch (mr) {
 #define FREIGHT_GEMM_CASE(n)                         \
   case n:                                            \
@@ -172,8 +258,8 @@ void gemm_tile_rows(int mr, const T* a, const T* b, const int64_t* offs, int64_t
 // [0, L) (a multiple of the lane count). Lane-wise partial sums stay in registers over all
 // pixels of all images and are reduced once at the end, so both operands stream in their
 // natural row layout (no transposition). Image i's rows are at dy + i·dy_img + o·ldy and
-// col + i·col_img + koff[u].
-constexpr int kMO = 8, kMK = 3;
+// col + i·col_img + koff[u]. MO·kMK accumulators, kMK column vectors and one dY vector.
+constexpr int kMK = 3, kMO = kAccumulators / kMK;
 template <class T, int MO>
 inline void dw_tile(const T* __restrict dy, int64_t ldy, int64_t dy_img, const T* __restrict col,
                     const int64_t* koff, int64_t col_img, int64_t images, int64_t L,
@@ -213,6 +299,19 @@ template <class T>
 void dw_tile_rows(int mo, const T* dy, int64_t ldy, int64_t dy_img, const T* col,
                   const int64_t* koff, int64_t col_img, int64_t images, int64_t L, T* dw,
                   int64_t ldw) {
+  static_assert(kMO == 8 || kMO == 4);
+  if constexpr (kMO == 4) {
+    switch (mo) {
+      case 4:
+        return dw_tile<T, 4>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+      case 3:
+        return dw_tile<T, 3>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+      case 2:
+        return dw_tile<T, 2>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+      default:
+        return dw_tile<T, 1>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+    }
+  }
   switch (mo) {
 #define FREIGHT_DW_CASE(n)                                                  \
   case n:                                                                   \
@@ -287,9 +386,23 @@ inline void dwt_tile(const T* __restrict dyT, int64_t ldo, const T* __restrict x
   }
 }
 
-// Taps per transposed tile for ov output-channel vectors (24 accumulators at most).
+// Vectors of output channels a transposed or direct tile takes at most.
+constexpr int kMaxOV = kAccumulators == 24 ? 4 : 3;
+
+// How many of nvec channel vectors the tile starting at vector v0 takes: the vectors split as
+// evenly as tiles of at most kMaxOV allow (four on AVX2 run as 2 + 2, not 3 + 1, whose
+// one-vector tile loads a broadcast for every FMA). Each output's sum runs in the same order
+// whatever the split.
+inline int tile_vectors(int64_t nvec, int64_t v0) {
+  const int64_t tiles = (nvec + kMaxOV - 1) / kMaxOV, base = nvec / tiles;
+  return int(v0 < (nvec % tiles) * (base + 1) ? base + 1 : base);
+}
+
+// Taps per transposed tile for ov output-channel vectors: kt·ov accumulators, ov loaded vectors
+// and a broadcast within the register file (AVX-512: 24 accumulators at most; AVX2: 12).
 inline int dwt_taps(int ov) {
-  return ov >= 4 ? 6 : 8;
+  if constexpr (kAccumulators == 24) return ov >= 4 ? 6 : 8;
+  return ov >= 3 ? 4 : ov == 2 ? 6 : 8;
 }
 
 template <class T, int OV, int SW>
@@ -326,7 +439,7 @@ void dwt_tiles(int ov, int64_t K, const T* dyT, int64_t ldo, const T* x, const i
     T* out = dwT + k0 * ldo;
     switch (ov) {
       case 4:
-        dwt_tile_kt<T, 4, SW>(kt, dyT, ldo, x, koff + k0, px, out);
+        if constexpr (kMaxOV >= 4) dwt_tile_kt<T, 4, SW>(kt, dyT, ldo, x, koff + k0, px, out);
         break;
       case 3:
         dwt_tile_kt<T, 3, SW>(kt, dyT, ldo, x, koff + k0, px, out);
@@ -384,29 +497,23 @@ inline void direct_tile(const T* __restrict wT, int64_t ldo, const T* __restrict
   }
 }
 
-// Pixels per direct tile for ov channel vectors (24 accumulators).
+// Pixels per direct tile for ov channel vectors (kAccumulators accumulators; ov <= kMaxOV).
 constexpr int direct_pixels(int ov) {
-  return ov >= 4 ? 6 : ov == 3 ? 8 : ov == 2 ? 12 : 24;
+  return kAccumulators / (ov < 1 ? 1 : ov > kMaxOV ? kMaxOV : ov);
 }
 
 template <class T, int OV, int SW>
 void direct_tile_mp(int mp, const T* wT, int64_t ldo, const T* x, const int64_t* koff, int64_t K,
                     const T* init, bool partial, T* io) {
   constexpr int kMain = direct_pixels(OV);
-  switch (mp) {
-    case kMain:
-      direct_tile<T, kMain, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
-      break;
-    case 4:
-      direct_tile<T, 4, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
-      break;
-    case 2:
-      direct_tile<T, 2, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
-      break;
-    default:
-      direct_tile<T, 1, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
-      break;
-  }
+  if (mp == kMain)
+    direct_tile<T, kMain, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+  else if (mp == 4)
+    direct_tile<T, 4, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+  else if (mp == 2)
+    direct_tile<T, 2, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
+  else
+    direct_tile<T, 1, OV, SW>(wT, ldo, x, koff, K, init, partial, io);
 }
 
 // One row segment of `count` pixels (SW apart in x, consecutive in io), in tiles of the main
@@ -414,7 +521,7 @@ void direct_tile_mp(int mp, const T* wT, int64_t ldo, const T* x, const int64_t*
 template <class T, int SW>
 void direct_row(int ov, int64_t count, const T* wT, int64_t ldo, const T* x, const int64_t* koff,
                 int64_t K, const T* init, bool partial, T* io) {
-  const int main = ov >= 4 ? 6 : ov == 3 ? 8 : ov == 2 ? 12 : 24;
+  const int main = direct_pixels(ov);
   for (int64_t j = 0; j < count;) {
     const int64_t left = count - j;
     const int mp = left >= main ? main : left >= 4 ? 4 : left >= 2 ? 2 : 1;
@@ -422,7 +529,8 @@ void direct_row(int ov, int64_t count, const T* wT, int64_t ldo, const T* x, con
     T* o = io + j * ldo;
     switch (ov) {
       case 4:
-        direct_tile_mp<T, 4, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
+        if constexpr (kMaxOV >= 4)
+          direct_tile_mp<T, 4, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
         break;
       case 3:
         direct_tile_mp<T, 3, SW>(mp, wT, ldo, xj, koff, K, init, partial, o);
@@ -443,6 +551,7 @@ void direct_row(int ov, int64_t count, const T* wT, int64_t ldo, const T* x, con
 // exit. Float (16 x 16): interleave 32-bit pairs of rows, then 64-bit pairs; vector s[4i + c]
 // then holds, in 128-bit lane L, column 4L + c of rows 4i..4i+3, and two rounds of 128-bit
 // lane shuffles gather those four row groups into each column.
+#if defined(__AVX512F__)
 inline void transpose(__m512 r[16]) {
   __m512 t[16];
   for (int i = 0; i < 8; ++i) {
@@ -488,6 +597,37 @@ inline void transpose(__m512d r[8]) {
     r[6 + c] = _mm512_shuffle_f64x2(q, q2, 0xDD);
   }
 }
+#else
+// Float (8 x 8): interleave 32-bit pairs of rows, then 64-bit pairs within each 128-bit lane, so
+// s[c] (c < 4) holds column c of rows 0..3 in its low lane and column 4 + c in its high lane, and
+// s[4 + c] the same for rows 4..7; one 128-bit lane exchange per column pair finishes it.
+inline void transpose(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);      // low lanes: column c
+    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);  // high lanes: column 4 + c
+  }
+}
+// Double (4 x 4): interleave pairs of rows, then exchange 128-bit lanes.
+inline void transpose(__m256d r[4]) {
+  const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+  const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+  r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+  r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+  r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+#endif
 
 }  // namespace freight::cpu::conv_tiles
 #endif

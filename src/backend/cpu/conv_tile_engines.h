@@ -1,4 +1,5 @@
-// The AVX-512 engines of the CPU convolution (float32 and float64), used by conv_cpu.cpp:
+// Freight's own engines of the CPU convolution (float32 and float64), used by conv_cpu.cpp, on
+// the register tiles of conv_tiles.h (AVX-512 or AVX2 with FMA):
 //  * PanelEngine (any stride): im2col rows written straight into the panel layout of the
 //    register tile, so there is no separate packing pass; col2im for the input gradient.
 //  * ImplicitEngine (stride 1): no unrolling at all; the tiles read shifted windows of the
@@ -8,11 +9,11 @@
 // The input gradient of a stride-1 convolution runs as a forward convolution on either of the
 // last two.
 #pragma once
-#if defined(__AVX512F__)
+#include "backend/cpu/conv_tiles.h"
+#if defined(FREIGHT_CONV_TILES)
 #include <vector>
 
 #include "backend/cpu/conv_patches.h"
-#include "backend/cpu/conv_tiles.h"
 
 namespace freight::cpu::conv_detail {
 
@@ -551,9 +552,11 @@ struct ImplicitEngine {
         }
         if (!dw) continue;
         if (transposed) {
-          for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
-            conv_tiles::dwt_tiles<T, 1>(int(std::min<int64_t>(4, (ldo - o0) / W)), K, dyv + o0, ldo,
-                                        xp, koff.data(), {cnt, 1, lv, ldo * lv, l.xsz, 0}, pw + o0);
+          for (int64_t v0 = 0, ov; v0 < ldo / W; v0 += ov) {
+            ov = conv_tiles::tile_vectors(ldo / W, v0);
+            conv_tiles::dwt_tiles<T, 1>(int(ov), K, dyv + v0 * W, ldo, xp, koff.data(),
+                                        {cnt, 1, lv, ldo * lv, l.xsz, 0}, pw + v0 * W);
+          }
         } else {
           for (int64_t o0 = 0; o0 < O; o0 += kMO)
             for (int64_t k0 = 0; k0 < Kp; k0 += kMK)
@@ -622,7 +625,7 @@ struct DirectEngine {
   // the rows' tail tiles (narrower than the main width) counted at three quarters.
   static double efficiency(const Conv2dGeometry& g) {
     const int64_t ldo = round_up(g.o, W);
-    const int main = conv_tiles::direct_pixels(int(std::min<int64_t>(4, ldo / W)));
+    const int main = conv_tiles::direct_pixels(conv_tiles::tile_vectors(ldo / W, 0));
     const int64_t full = g.ow / main * main;
     return double(g.o) / double(ldo) * (double(full) + 0.75 * double(g.ow - full)) / double(g.ow);
   }
@@ -682,16 +685,17 @@ struct DirectEngine {
     // Output rows [i0, i1) of one image (padded input src) into yT [P][ldo]: each row's sums
     // run in the same order whichever thread computes it.
     auto rows = [&](const T* src, T* yT, int64_t i0, int64_t i1) {
-      for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W) {
-        const int ov = int(std::min<int64_t>(4, (ldo - o0) / W));
+      for (int64_t v0 = 0, ov; v0 < ldo / W; v0 += ov) {
+        ov = conv_tiles::tile_vectors(ldo / W, v0);
+        const int64_t o0 = v0 * W;
         const int64_t kc =
             std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, K);
         for (int64_t k0 = 0; k0 < K; k0 += kc) {
           const int64_t kn = std::min(kc, K - k0);
           for (int64_t i = i0; i < i1; ++i)
-            conv_tiles::direct_row<T, SW>(ov, g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp,
-                                          koff.data() + k0, kn, bias ? bp + o0 : nullptr, k0 > 0,
-                                          yT + i * g.ow * ldo + o0);
+            conv_tiles::direct_row<T, SW>(
+                int(ov), g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp, koff.data() + k0, kn,
+                bias ? bp + o0 : nullptr, k0 > 0, yT + i * g.ow * ldo + o0);
         }
       }
     };
@@ -801,9 +805,11 @@ struct DirectEngine {
       const conv_tiles::PixelRows px{cnt,      g.oh, g.ow, P * ldo, in_place ? img_in : xp_sz,
                                      g.sh * wp};
       split_threads(tap_threads, K, 8, [&](int, int64_t k0, int64_t k1) {
-        for (int64_t o0 = 0; o0 < ldo; o0 += 4 * W)
-          conv_tiles::dwt_tiles<T, SW>(int(std::min<int64_t>(4, (ldo - o0) / W)), k1 - k0, dyT + o0,
-                                       ldo, xb, koff.data() + k0, px, pw + k0 * ldo + o0);
+        for (int64_t v0 = 0, ov; v0 < ldo / W; v0 += ov) {
+          ov = conv_tiles::tile_vectors(ldo / W, v0);
+          conv_tiles::dwt_tiles<T, SW>(int(ov), k1 - k0, dyT + v0 * W, ldo, xb, koff.data() + k0,
+                                       px, pw + k0 * ldo + v0 * W);
+        }
       });
     });
     const T* base = ptr<T>(ws);
