@@ -58,6 +58,14 @@ TEST_F(Cli, BadFlagsAreErrors) {
   expect_failure("train --model mlp --no-save --optimizer rmsprop", {"rmsprop"});
   CliRun r = freight_cli("train --no-such-flag");
   EXPECT_NE(r.status, 0);
+  // --save with --no-save: which one wins is not guessed.
+  r = freight_cli("train --model mlp --epochs 1 --limit-train 8 --save " + path("m.safetensors") +
+                  " --no-save");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(r.output.find("--save excludes --no-save") != std::string::npos ||
+              r.output.find("--no-save excludes --save") != std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(path("m.safetensors")));
 }
 
 TEST_F(Cli, CudaWithoutAGpuIsAnErrorNotAFallback) {

@@ -165,9 +165,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--device,-d", opt->device, "cpu | cuda | cuda:N | auto")->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads (0, the default: all cores)")
       ->check(in_range(limits::threads));
-  cmd->add_option("--save", opt->save,
-                  "Checkpoint path (default: checkpoints/<model>.safetensors)");
-  cmd->add_flag("--no-save", *no_save, "Do not write a checkpoint");
+  CLI::Option* save = cmd->add_option("--save", opt->save,
+                                      "Checkpoint path (default: checkpoints/<model>.safetensors)");
+  // Both given: an error, not one of them ignored.
+  cmd->add_flag("--no-save", *no_save, "Do not write a checkpoint")->excludes(save);
   cmd->add_option("--resume", opt->resume, "Continue training from a checkpoint");
   cmd->add_option("--log-interval", opt->log_interval,
                   "Print a line every N batches (when stdout is not a terminal)")
