@@ -293,6 +293,19 @@ void flip_weights(const T* w, const Conv2dGeometry& g, T* f) {
           f[((c * g.o + o) * g.kh + (g.kh - 1 - p)) * g.kw + (g.kw - 1 - q)] =
               w[((o * g.c + c) * g.kh + p) * g.kw + q];
 }
+// The input gradient of a stride-1 convolution (input_grad_is_conv) as engine E's forward of dY
+// with the flipped weights.
+template <class E, class T>
+void input_grad_as_forward(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
+  Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
+  flip_weights(w, g, ptr<T>(f));
+  E::forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
+}
+// Its workspace: the flipped weights, live through the forward's own.
+template <class E>
+int64_t input_grad_as_forward_elems(const Conv2dGeometry& g) {
+  return g.c * g.o * g.kh * g.kw + E::forward_work(input_grad_geometry(g)).elems();
+}
 
 // ---------------------------------------------------------------- implicit engine (stride 1)
 // With stride 1 no patches need to be unrolled. Copy the image into a zero-padded plane of width
@@ -478,13 +491,10 @@ struct ImplicitEngine {
   }
 
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
-    flip_weights(w, g, ptr<T>(f));
-    forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
+    input_grad_as_forward<ImplicitEngine>(gy, w, g, dx);
   }
-  // The flipped weights, live through the forward's own workspace.
   static int64_t backward_input_elems(const Conv2dGeometry& g) {
-    return g.c * g.o * g.kh * g.kw + forward_work(input_grad_geometry(g)).elems();
+    return input_grad_as_forward_elems<ImplicitEngine>(g);
   }
 
   // dW from a group of images at a time: their padded planes (the B rows, as in the forward)
@@ -639,13 +649,10 @@ struct DirectEngine {
   }
 
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
-    Tensor f = Tensor::empty({g.c * g.o * g.kh * g.kw}, dtype_of<T>());
-    flip_weights(w, g, ptr<T>(f));
-    forward(gy, ptr<T>(f), nullptr, input_grad_geometry(g), dx);
+    input_grad_as_forward<DirectEngine>(gy, w, g, dx);
   }
-  // The flipped weights, live through the forward's own workspace.
   static int64_t backward_input_elems(const Conv2dGeometry& g) {
-    return g.c * g.o * g.kh * g.kw + forward_work(input_grad_geometry(g)).elems();
+    return input_grad_as_forward_elems<DirectEngine>(g);
   }
 
   static TileWork forward_work(const Conv2dGeometry& g) {
