@@ -179,6 +179,18 @@ TEST_F(Bench, OnlyAbsentGpusIsAnErrorSayingWhy) {
   EXPECT_NE(r.output.find("--devices cuda"), std::string::npos) << r.output;
 }
 
+// An empty list is a mistake in a script, not a request for the default (every model, for
+// tens of minutes).
+TEST_F(Bench, EmptyListsAreErrors) {
+  for (const char* flag : {"--models", "--batch-sizes", "--threads"}) {
+    ShellRun r =
+        shell(std::string(FREIGHT_CLI_PATH) + " bench " + flag + " '' --out " + dir_.string());
+    EXPECT_EQ(r.status, 1) << flag << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string(flag) + ": the list is empty"), std::string::npos)
+        << r.output;
+  }
+}
+
 TEST_F(Bench, UnknownModelIsAnError) {
   ShellRun r =
       shell(std::string(FREIGHT_CLI_PATH) + " bench --models nosuchnet --out " + dir_.string());

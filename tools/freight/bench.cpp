@@ -694,7 +694,8 @@ void add_bench(CLI::App& app) {
       "Time training steps of zoo models on the CPU (1 and all threads) and each GPU, optionally "
       "beside PyTorch; Markdown, JSON and plots");
   cmd->add_option("--models", o->models,
-                  fmt::format("Comma-separated models (default: {})", kDefaultModels));
+                  fmt::format("Comma-separated models (default: {})", kDefaultModels))
+      ->check(non_empty_list());
   cmd->add_option("--batch-sizes", o->batch_sizes,
                   "Comma-separated batch sizes (default: 1,64,256)")
       ->check(list_in_range(limits::batch_size));

@@ -74,6 +74,7 @@ CLI::Validator list_in_range(const IntRange& range, std::string_view word) {
   std::string desc = range_text(range) + (w.empty() ? "" : "|" + w) + ",...";
   return CLI::Validator(
       [range, w](std::string& text) -> std::string {
+        if (trimmed(text).empty()) return "the list is empty (leave the flag out for the default)";
         std::stringstream items(text);
         std::string item;
         while (std::getline(items, item, ',')) {
@@ -87,6 +88,18 @@ CLI::Validator list_in_range(const IntRange& range, std::string_view word) {
         return {};
       },
       desc);
+}
+
+CLI::Validator non_empty_list() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::stringstream items(text);
+        std::string item;
+        while (std::getline(items, item, ','))
+          if (!trimmed(item).empty()) return {};
+        return "the list is empty (leave the flag out for the default)";
+      },
+      "NAME,...");
 }
 
 }  // namespace freight::cli

@@ -21,5 +21,7 @@ CLI::Validator in_range(const RealRange& range);
 CLI::Validator one_of(std::span<const std::string_view> choices);
 // A comma-separated list of integers in `range`, each item also allowed to be `word` (if given).
 CLI::Validator list_in_range(const IntRange& range, std::string_view word = {});
+// A comma-separated list with at least one item ("" or "," is an error, not the default).
+CLI::Validator non_empty_list();
 
 }  // namespace freight::cli
