@@ -1,6 +1,6 @@
-// Internal helpers of the CPU convolution shared by its engines (conv_cpu.cpp, conv_tile_engines.h):
-// rows of unrolled patches (im2col) and their adjoint (col2im) over ranges of output pixels,
-// and how the work is split over threads.
+// Internal helpers of the CPU convolution shared by its engines (conv_cpu.cpp,
+// conv_tile_engines.h): rows of unrolled patches (im2col) and their adjoint (col2im) over ranges of
+// output pixels, and how the work is split over threads.
 #pragma once
 #include <omp.h>
 
