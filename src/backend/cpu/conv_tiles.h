@@ -202,40 +202,13 @@ inline void gemm_tile(const T* __restrict a, const T* __restrict b, const int64_
 }
 
 // The same for mr = 1..kMR rows (the last block when the rows are not a multiple of kMR) and
-// nv = 1..kNV vectors.
-template <class T, int NV, class Store>
+// nv = 1..kNV vectors: the tile compiled for MR rows when mr is MR, else one for fewer.
+template <class T, int NV, class Store, int MR = kMR>
 void gemm_tile_rows_nv(int mr, const T* a, const T* b, const int64_t* offs, int64_t K,
                        const T* init, const Store& store) {
-  static_assert(kMR == 8 || kMR == 4);
-  if constexpr (kMR == 4) {
-    switch (mr) {
-      case 4:
-        return gemm_tile<T, 4, NV>(a, b, offs, K, init, store);
-      case 3:
-        return gemm_tile<T, 3, NV>(a, b, offs, K, init, store);
-      case 2:
-        return gemm_tile<T, 2, NV>(a, b, offs, K, init, store);
-      default:
-        return gemm_tile<T, 1, NV>(a, b, offs, K, init, store);
-    }
-  }
-  switch (mr) {
-#define FREIGHT_GEMM_CASE(n)                         \
-  case n:                                            \
-    gemm_tile<T, n, NV>(a, b, offs, K, init, store); \
-    break;
-    FREIGHT_GEMM_CASE(8)
-    FREIGHT_GEMM_CASE(7)
-    FREIGHT_GEMM_CASE(6)
-    FREIGHT_GEMM_CASE(5)
-    FREIGHT_GEMM_CASE(4)
-    FREIGHT_GEMM_CASE(3)
-    FREIGHT_GEMM_CASE(2)
-#undef FREIGHT_GEMM_CASE
-    default:
-      gemm_tile<T, 1, NV>(a, b, offs, K, init, store);
-      break;
-  }
+  if constexpr (MR > 1)
+    if (mr < MR) return gemm_tile_rows_nv<T, NV, Store, MR - 1>(mr, a, b, offs, K, init, store);
+  gemm_tile<T, MR, NV>(a, b, offs, K, init, store);
 }
 template <class T, class Store>
 void gemm_tile_rows(int mr, int nv, const T* a, const T* b, const int64_t* offs, int64_t K,
@@ -295,40 +268,16 @@ inline void dw_tile(const T* __restrict dy, int64_t ldy, int64_t dy_img, const T
   }
 }
 
-template <class T>
+// The same for mo = 1..kMO rows of dy: the tile compiled for MO rows when mo is MO, else one for
+// fewer.
+template <class T, int MO = kMO>
 void dw_tile_rows(int mo, const T* dy, int64_t ldy, int64_t dy_img, const T* col,
                   const int64_t* koff, int64_t col_img, int64_t images, int64_t L, T* dw,
                   int64_t ldw) {
-  static_assert(kMO == 8 || kMO == 4);
-  if constexpr (kMO == 4) {
-    switch (mo) {
-      case 4:
-        return dw_tile<T, 4>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
-      case 3:
-        return dw_tile<T, 3>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
-      case 2:
-        return dw_tile<T, 2>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
-      default:
-        return dw_tile<T, 1>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
-    }
-  }
-  switch (mo) {
-#define FREIGHT_DW_CASE(n)                                                  \
-  case n:                                                                   \
-    dw_tile<T, n>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw); \
-    break;
-    FREIGHT_DW_CASE(8)
-    FREIGHT_DW_CASE(7)
-    FREIGHT_DW_CASE(6)
-    FREIGHT_DW_CASE(5)
-    FREIGHT_DW_CASE(4)
-    FREIGHT_DW_CASE(3)
-    FREIGHT_DW_CASE(2)
-#undef FREIGHT_DW_CASE
-    default:
-      dw_tile<T, 1>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
-      break;
-  }
+  if constexpr (MO > 1)
+    if (mo < MO)
+      return dw_tile_rows<T, MO - 1>(mo, dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
+  dw_tile<T, MO>(dy, ldy, dy_img, col, koff, col_img, images, L, dw, ldw);
 }
 
 // ---------------------------------------------------------------- transposed weight-gradient tile
