@@ -76,6 +76,13 @@ Tensor BatchNorm::forward_relu(const Tensor& x) {
 Tensor BatchNorm::run(const Tensor& x, bool relu) {
   check_input(x.shape());
   if (is_training() && sum_over_ranks_) return run_synced(x, relu);
+  // A batch of one row after a Linear layer leaves one value per channel: nothing to normalise
+  // over. Said here, where the layer and a likely cause (--batch-size 1) can be named.
+  FREIGHT_CHECK(
+      !is_training() || x.numel() > channels_,
+      fmt::format("{}: training needs more than one value per channel, got input {} "
+                  "(a batch of {} row{}; train with batches of at least 2 samples)",
+                  describe(), shape_str(x.shape()), x.size(0), x.size(0) == 1 ? "" : "s"));
   Tensor y = relu ? batch_norm_relu(x, weight_, bias_, running_mean_, running_var_, is_training(),
                                     momentum_, eps_)
                   : batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(),

@@ -10,6 +10,7 @@
 // with the same sample order, RNG state and partial epoch sums.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -498,6 +499,44 @@ Device rank_device(const std::string& text, const dist::WorldInfo& world, std::s
   return Device::cuda(world.local_rank);
 }
 
+// BatchNorm in training normalises each channel over the rows of a batch, so a batch of one row
+// has nothing to normalise over (after a Linear layer, one value per channel: the step fails) or
+// a single image's statistics. A training set whose size leaves one sample for the last batch of
+// each epoch (or, in a data-parallel job, one row for some rank) would stop the run there, epochs
+// in; that last batch is left out of every epoch instead (PyTorch's drop_last). The order is
+// reshuffled each epoch, so a different sample sits out each time. Returns whether to drop it.
+bool drop_lone_last_batch(nn::Module& model, int64_t samples, int64_t batch_size, int ranks,
+                          bool synced, const std::function<void(const std::string&)>& note) {
+  const nn::Module* bn = nullptr;
+  for (const auto& named : model.named_modules())
+    if (dynamic_cast<nn::BatchNorm*>(named.second.get())) {
+      bn = named.second.get();
+      break;
+    }
+  const int64_t last = samples % batch_size;
+  if (!bn || synced || last == 0) return false;
+  int64_t fewest = last;  // the fewest rows a rank with any gets of the last batch
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t rows = data::shard_of(last, r, ranks).rows;
+    if (rows > 0) fewest = std::min(fewest, rows);
+  }
+  if (fewest != 1) return false;
+  const std::string rank_part =
+      ranks > 1 ? fmt::format(", 1 row on some of the {} ranks", ranks) : std::string();
+  FREIGHT_CHECK(samples >= batch_size,
+                fmt::format("{} needs more than one sample per batch in training, but the {} "
+                            "training sample{} a single batch of {}{}; train on more samples "
+                            "(--limit-train){}",
+                            bn->describe(), samples, samples == 1 ? " makes" : "s make", last,
+                            rank_part, ranks > 1 ? " or on fewer ranks" : ""));
+  note(
+      fmt::format("the last batch of each epoch would hold {} sample{} ({} % --batch-size {}{}), "
+                  "too few for {} in training: it is left out of each epoch (a different "
+                  "sample each time, as the order is reshuffled)",
+                  last, last == 1 ? "" : "s", samples, batch_size, rank_part, bn->describe()));
+  return true;
+}
+
 // --sync-bn: every BatchNorm of the model normalises with the statistics of the global batch,
 // summed over the ranks. Each rank must then run every step's forward (the sums sit inside it),
 // so no batch may leave a rank without rows.
@@ -703,6 +742,8 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     reducer = std::make_unique<dist::Reducer>(model->parameters(), o.bucket_mb << 20);
     es.reducer = reducer.get();
   }
+  lo.drop_last = drop_lone_last_batch(*model, train_set.size(), r.batch_size, dp ? world.size : 1,
+                                      dp && o.sync_bn, note);
   detail::EpochRunner runner(*model, spec, *opt, train_set, lo, es);
   int64_t batches_per_epoch = runner.num_batches();
   result.batches_per_epoch = batches_per_epoch;
