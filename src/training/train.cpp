@@ -689,6 +689,12 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   }
   const nn::ModelSpec& spec = result.spec;
   Resolved r = resolve(o, spec);
+  // Resuming continues the saved run: its batch size and schedule, unless the command line
+  // names others (which the checks below then refuse, saying why).
+  if (resuming) {
+    if (!o.batch_size) r.batch_size = rp.batch_size;
+    if (o.schedule.empty() && !rp.schedule.empty()) r.schedule = rp.schedule;
+  }
   // A --save path that cannot be written is found now, not after the first epoch.
   if (!o.save.empty()) {
     io::prepare_target(o.save, "checkpoint (--save)");

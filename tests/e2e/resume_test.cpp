@@ -294,5 +294,27 @@ TEST_F(Resume, ALearningRateOrScheduleOtherThanTheCheckpointsIsNamed) {
   EXPECT_NE(m.find("saved with --schedule step, now cosine"), std::string::npos) << m;
 }
 
+// Resuming without --batch-size or --schedule continues with the checkpoint's (here not the
+// model's defaults, 32 and step); naming another is refused, saying which.
+TEST_F(Resume, ResumingTakesTheCheckpointsBatchSizeAndSchedule) {
+  std::string p = (dir_ / "c.safetensors").string();
+  TrainOptions first = options(1, p);
+  first.batch_size = 16;
+  first.schedule = "cosine";
+  const int64_t batches = train(first).batches_per_epoch;
+  fs::copy_file(p, dir_ / "keep");
+  fs::copy_file(p + ".train", dir_ / "keep.train");
+  TrainOptions more = options(2, p);
+  more.resume = p;
+  TrainResult r = train(more);
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_EQ(r.batches_per_epoch, batches) << "the epoch in batches of 16, not the model's 32";
+  fs::copy_file(dir_ / "keep", p, fs::copy_options::overwrite_existing);
+  fs::copy_file(dir_ / "keep.train", p + ".train", fs::copy_options::overwrite_existing);
+  more.batch_size = 8;
+  std::string m = test::error_of([&] { train(more); });
+  EXPECT_NE(m.find("saved with --batch-size 16, now 8"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace freight

@@ -135,7 +135,7 @@ void add_train(CLI::App& app) {
   // optionals): no value a user can type means "the default".
   cmd->add_option_function<int64_t>(
          "--batch-size,-b", [opt](const int64_t& v) { opt->batch_size = v; },
-         "Training batch size (default: the model's)")
+         "Training batch size (default: the model's; with --resume, the checkpoint's)")
       ->check(in_range(limits::batch_size));
   cmd->add_option("--test-batch-size", opt->test_batch_size, "Evaluation batch size")
       ->capture_default_str()
@@ -157,7 +157,8 @@ void add_train(CLI::App& app) {
          "--weight-decay", [opt](const double& v) { opt->weight_decay = v; },
          "Weight decay (default: the model's)")
       ->check(in_range(limits::weight_decay));
-  cmd->add_option("--schedule", opt->schedule, "Learning-rate schedule (default: the model's)")
+  cmd->add_option("--schedule", opt->schedule,
+                  "Learning-rate schedule (default: the model's; with --resume, the checkpoint's)")
       ->check(one_of(limits::schedules));
   cmd->add_option("--seed", opt->seed, "Random seed (initialisation, shuffling, dropout)")
       ->capture_default_str()
