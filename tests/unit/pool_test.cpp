@@ -56,10 +56,10 @@ TEST(MaxPool2d, PaddingNeverWinsAndNanPropagates) {
 }
 
 // Every window shape (not only 2x2, which has its own loop; 3x3 stride 2 padded by 1 has an
-// AVX-512 one, here on rows of 19 and 17 outputs): with many ties, NaNs and −∞, each output
-// is the window's maximum by PyTorch's rule in row-major order (a later element wins when it is
-// larger or NaN) and its gradient goes to that element; with a fused ReLU (PyTorch's relu: a NaN
-// passes), a window whose maximum is <= 0 passes no gradient.
+// AVX-512 and an AVX2 one, here on rows of 19 and 17 outputs): with many ties, NaNs and −∞, each
+// output is the window's maximum by PyTorch's rule in row-major order (a later element wins when
+// it is larger or NaN) and its gradient goes to that element; with a fused ReLU (PyTorch's relu:
+// a NaN passes), a window whose maximum is <= 0 passes no gradient.
 TEST(MaxPool2d, GeneralWindowsFollowTheRowMajorRule) {
   struct Geo {
     int64_t h, w;

@@ -1,6 +1,6 @@
 // CPU kernels of 2-D pooling: threads over planes (N·C). The 2x2 stride-2 unpadded case (LeNet,
 // the MNIST CNNs) has its own loop over pairs of rows; 3x3 stride-2 windows padded by 1 have an
-// AVX-512 kernel of their own for floats (max_pool_3x3_s2_avx512.h); other max windows read each
+// AVX-512 or AVX2 kernel of their own for floats (max_pool_3x3_s2.h); other max windows read each
 // row through its stride phases, padded with −∞; 3x3 stride-2 averages sum a zero-padded copy of
 // the plane; the remaining averages clip each window to the plane.
 #include <bit>
@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/max_pool_3x3_s2.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/unary_rules.h"
 #include "ops/kernels/pool.h"
-#if defined(__AVX512F__)
-#include "backend/cpu/max_pool_3x3_s2_avx512.h"
-#endif
 
 namespace freight::cpu {
 namespace {
@@ -148,7 +146,7 @@ void split_phases(const T* row, const Pool2dGeometry& g, const PhaseLayout& l, T
 // Whether planes of geometry g take a path of their own that needs no PoolScratch.
 template <class T>
 bool own_path(const Pool2dGeometry& g) {
-#if defined(__AVX512F__)
+#if defined(FREIGHT_MAX_POOL_3X3_S2)
   if (std::is_same_v<T, float> && is_3x3_s2_p1(g)) return true;
 #endif
   return is_2x2_s2(g);
@@ -157,10 +155,10 @@ bool own_path(const Pool2dGeometry& g) {
 template <bool RELU, class T>
 void max_forward_plane(const T* x, const Pool2dGeometry& g, PoolScratch<T>* scratch, T* y,
                        int32_t* idx) {
-#if defined(__AVX512F__)
+#if defined(FREIGHT_MAX_POOL_3X3_S2)
   if constexpr (std::is_same_v<T, float>) {
     if (is_3x3_s2_p1(g)) {
-      max_forward_3x3_s2_p1_avx512<RELU>(x, g, y, idx);
+      max_forward_3x3_s2_p1<RELU>(x, g, y, idx);
       return;
     }
   }
