@@ -11,8 +11,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -883,7 +885,8 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   std::ofstream metrics;
   if (!o.metrics.empty() && lead) {
     metrics.open(o.metrics, resuming ? std::ios::app : std::ios::trunc);
-    FREIGHT_CHECK(metrics.good(), fmt::format("--metrics: cannot write '{}'", o.metrics));
+    FREIGHT_CHECK(metrics.good(),
+                  fmt::format("--metrics: cannot write '{}': {}", o.metrics, std::strerror(errno)));
   }
 
   // The ranks of a job cannot stop on their own (the others would wait for them): mpirun ends

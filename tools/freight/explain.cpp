@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -229,7 +231,8 @@ std::vector<std::string> write_plot(const std::string& prefix, const std::vector
   for (size_t s = 0; s < sets.size(); ++s) {
     std::string dat = prefix + (sets.size() > 1 ? fmt::format(".{}", s + 1) : "") + ".dat";
     std::ofstream f(dat);
-    FREIGHT_CHECK(f.good(), fmt::format("--plot: cannot write '{}'", dat));
+    FREIGHT_CHECK(f.good(),
+                  fmt::format("--plot: cannot write '{}': {}", dat, std::strerror(errno)));
     f << "# intensity_flop_per_byte achieved_gflops share label\n";
     const ExplainResult& r = *sets[s].r;
     for (const ExplainRow& row : r.rows) {
@@ -256,7 +259,7 @@ std::vector<std::string> write_plot(const std::string& prefix, const std::vector
 
   std::string gp = prefix + ".gp";
   std::ofstream g(gp);
-  FREIGHT_CHECK(g.good(), fmt::format("--plot: cannot write '{}'", gp));
+  FREIGHT_CHECK(g.good(), fmt::format("--plot: cannot write '{}': {}", gp, std::strerror(errno)));
   const ExplainResult& r0 = *sets[0].r;
   // Every user-given string (the model's name, the --plot prefix, labels) goes in through
   // bench/gnuplot.h, even in comments: a newline in it would end the comment and start a command.
@@ -445,7 +448,8 @@ void add_explain(CLI::App& app) {
     if (!o->json.empty()) {
       nlohmann::json j = two ? nlohmann::json{{"runs", {to_json(a), to_json(b)}}} : to_json(a);
       std::ofstream f(o->json);
-      FREIGHT_CHECK(f.good(), fmt::format("--json: cannot write '{}'", o->json));
+      FREIGHT_CHECK(f.good(),
+                    fmt::format("--json: cannot write '{}': {}", o->json, std::strerror(errno)));
       f << j.dump(2) << "\n";
     }
     if (!o->no_plot) {

@@ -2,6 +2,8 @@
 // FLOPs and bytes per layer and the devices' measured peaks, with a recommendation.
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -177,7 +179,8 @@ void add_plan(CLI::App& app) {
                        {"recommendation", r.recommendation},
                        {"reason", r.reason}};
       std::ofstream f(o->json);
-      FREIGHT_CHECK(f.good(), fmt::format("--json: cannot write '{}'", o->json));
+      FREIGHT_CHECK(f.good(),
+                    fmt::format("--json: cannot write '{}': {}", o->json, std::strerror(errno)));
       f << j.dump(2) << "\n";
     }
   });
