@@ -33,7 +33,7 @@ namespace {
 template <class Options>
 class OptionTable {
  public:
-  using Setter = std::function<void(Options&, py::handle)>;
+  using Setter = std::function<void(Options&, py::handle, const char* key)>;
   OptionTable& add(const char* key, Setter set) {
     keys_.emplace_back(key, std::move(set));
     return *this;
@@ -45,7 +45,11 @@ class OptionTable {
       bool found = false;
       for (const auto& [name, set] : keys_)
         if (key == name) {
-          if (!v.is_none()) set(o, v);
+          try {
+            if (!v.is_none()) set(o, v, name.c_str());
+          } catch (const py::type_error& e) {
+            throw py::type_error(fmt::format("{}(): {}", function, e.what()));
+          }
           found = true;
         }
       if (!found) {
@@ -62,17 +66,45 @@ class OptionTable {
   std::vector<std::pair<std::string, Setter>> keys_;
 };
 
+// What an option of C++ type T takes, in Python's words, for the error when a value is not one.
+template <class T>
+const char* python_kind() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "True or False";
+  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>)
+    return "a non-negative int";
+  else if constexpr (std::is_integral_v<T>)
+    return "an int";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else
+    return "a str";
+}
+
+// v as a T, or a TypeError naming the option, the value and what it takes (pybind11's own
+// "Unable to cast Python instance to C++ type" names none of them).
+template <class T>
+T option_value(py::handle v, const char* key) {
+  try {
+    return v.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(fmt::format(
+        "option {}={} ({}) must be {}", key, py::repr(v).cast<std::string>(),
+        py::str(py::type::of(v).attr("__name__")).cast<std::string>(), python_kind<T>()));
+  }
+}
+
 template <class O, class T>
 typename OptionTable<O>::Setter field(T O::*member) {
-  return [member](O& o, py::handle v) { o.*member = v.cast<T>(); };
+  return [member](O& o, py::handle v, const char* key) { o.*member = option_value<T>(v, key); };
 }
 template <class O, class T>
 typename OptionTable<O>::Setter optional_field(std::optional<T> O::*member) {
-  return [member](O& o, py::handle v) { o.*member = v.cast<T>(); };
+  return [member](O& o, py::handle v, const char* key) { o.*member = option_value<T>(v, key); };
 }
 template <class O>
 typename OptionTable<O>::Setter path_field(std::string O::*member) {
-  return [member](O& o, py::handle v) { o.*member = py::str(v).cast<std::string>(); };
+  return [member](O& o, py::handle v, const char*) { o.*member = py::str(v).cast<std::string>(); };
 }
 
 const OptionTable<TrainOptions>& train_options() {

@@ -88,6 +88,13 @@ def test_train_returns_epochs_and_prints_lines_off_a_terminal(tmp_path):
 def test_bad_options_raise_python_errors():
     with pytest.raises(TypeError, match="unknown option 'epoch'"):
         freight.train(model="mlp", epoch=1)
+    # A value of the wrong kind names the option, the value and what it takes.
+    with pytest.raises(TypeError, match=r"batch_size='x' \(str\) must be an int"):
+        freight.train(progress=False, **dict(TRAIN, batch_size="x"))
+    with pytest.raises(TypeError, match=r"seed=-1 \(int\) must be a non-negative int"):
+        freight.train(progress=False, **dict(TRAIN, seed=-1))
+    with pytest.raises(TypeError, match=r"lr='fast' \(str\) must be a number"):
+        freight.train(progress=False, **dict(TRAIN, lr="fast"))
     with pytest.raises(freight.Error, match="--optimizer: 'sgdd' is not one of"):
         freight.train(progress=False, **dict(TRAIN, optimizer="sgdd"))
     with pytest.raises(freight.Error, match="no-such-model"):
