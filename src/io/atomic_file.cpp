@@ -99,11 +99,23 @@ void check_regular_or_absent(const fs::path& target, const std::string& what) {
 void prepare_target(const std::string& path, const std::string& what) {
   const fs::path target(path);
   check_regular_or_absent(target, what);
-  if (!target.has_parent_path()) return;
-  std::error_code ec;
-  fs::create_directories(target.parent_path(), ec);
-  FREIGHT_CHECK(!ec, fmt::format("cannot write {} '{}': creating its directory '{}' failed: {}",
-                                 what, path, target.parent_path().string(), ec.message()));
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    FREIGHT_CHECK(!ec, fmt::format("cannot write {} '{}': creating its directory '{}' failed: {}",
+                                   what, path, target.parent_path().string(), ec.message()));
+  }
+  // The write creates a temporary beside the target: one is created and removed now, so that a
+  // directory where no file can be made (read-only, or /proc) fails before the work, not after.
+  fs::path probe = target;
+  probe += fmt::format(".tmp.{}.{}", ::getpid(), random_suffix());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  FREIGHT_CHECK(fd >= 0,
+                fmt::format("cannot write {} '{}': creating a file in '{}' failed: {}", what, path,
+                            target.has_parent_path() ? target.parent_path().string() : ".",
+                            std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void write_file_atomically(const std::string& path,

@@ -30,7 +30,8 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
 // Makes `path` ready to be written by write_file_atomically, before any work that would be lost
 // when it cannot be: refuses a path that names an existing directory, device, pipe or socket
 // (the rename would replace it: `--save /dev/null` as root would leave a regular file there),
-// and creates its directory. Throws freight::Error naming `what` and the path.
+// creates its directory, and creates and removes a temporary there (a directory where no file
+// can be made fails now). Throws freight::Error naming `what` and the path.
 void prepare_target(const std::string& path, const std::string& what = "file");
 
 // Removes the temporaries `<name>.tmp.<pid>` and `<name>.tmp.<pid>.<anything>` beside `path`

@@ -108,6 +108,23 @@ TEST_F(TemporaryFiles, PeaksCacheSaveNeverFollowsAPlantedSymlink) {
   EXPECT_EQ(back.name, "test device");
 }
 
+// A target in a directory where no file can be made fails when it is prepared, before any
+// training, naming the directory and the reason; a writable one is left as it was.
+TEST_F(TemporaryFiles, PreparingATargetWhereNoFileCanBeMadeFailsAtOnce) {
+  if (!fs::is_directory("/proc")) GTEST_SKIP() << "no /proc here";
+  const std::string m =
+      test_error([] { io::prepare_target("/proc/freight_probe.safetensors", "checkpoint"); });
+  EXPECT_NE(m.find("cannot write checkpoint '/proc/freight_probe.safetensors'"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("creating a file in '/proc'"), std::string::npos) << m;
+
+  const fs::path ok = dir_ / "sub" / "model.safetensors";
+  io::prepare_target(ok.string(), "checkpoint");
+  std::vector<fs::path> left;
+  for (const auto& e : fs::directory_iterator(dir_ / "sub")) left.push_back(e.path());
+  EXPECT_TRUE(left.empty()) << "the probe left " << left.front();
+}
+
 TEST_F(TemporaryFiles, StaleTemporariesOfDeadWritersAreRemovedOnTheNextSave) {
   fs::path ckpt = dir_ / "model.safetensors";
   std::string dead = std::to_string(dead_pid()), live = std::to_string(::getpid());
