@@ -215,6 +215,9 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
                      {"batch", std::to_string(at.batch)},
                      {"step", step},
                      {"optimizer", opt.name()},
+                     {"optimizer_choice", r.optimizer},
+                     {"momentum", fmt::format("{:.17g}", r.momentum)},
+                     {"weight_decay", fmt::format("{:.17g}", r.weight_decay)},
                      {"lr", fmt::format("{:.17g}", opt.lr())},
                      {"schedule", r.schedule},
                      {"base_lr", fmt::format("{:.17g}", run_lr)},
@@ -238,6 +241,10 @@ void save_checkpoint(const std::string& path, nn::Module& model, const nn::Model
 struct ResumePoint {
   RunPoint at;
   std::string optimizer, schedule, data;
+  // --optimizer, --momentum and --weight-decay as the run resolved them (absent from older
+  // checkpoints; the optimizer's name alone does not tell sgd from nesterov)
+  std::string optimizer_choice;
+  std::optional<double> momentum, weight_decay;
   double base_lr = -1;  // the run's --lr (< 0: not recorded, an older checkpoint)
   int64_t batch_size = 0, schedule_step = 0, train_samples = -1, accumulate = 1;
   double lr = 0;
@@ -251,6 +258,11 @@ ResumePoint read_resume_point(const io::Metadata& meta, const std::string& file)
   p.at.step = m.integer("step", 0);
   p.optimizer = m.text("optimizer");
   p.schedule = m.text("schedule");
+  if (m.has("optimizer_choice")) {
+    p.optimizer_choice = m.text("optimizer_choice");
+    p.momentum = m.real("momentum");
+    p.weight_decay = m.real("weight_decay");
+  }
   if (m.has("base_lr")) p.base_lr = m.real("base_lr");
   p.batch_size = m.integer("batch_size", 1);
   p.schedule_step = m.integer("schedule_step", 0);
@@ -691,11 +703,15 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
   }
   const nn::ModelSpec& spec = result.spec;
   Resolved r = resolve(o, spec);
-  // Resuming continues the saved run: its batch size and schedule, unless the command line
-  // names others (which the checks below then refuse, saying why).
+  // Resuming continues the saved run: its batch size, schedule, optimizer, momentum and weight
+  // decay, unless the command line names others (which the checks below then refuse, saying
+  // which). The values were checked when the run started.
   if (resuming) {
     if (!o.batch_size) r.batch_size = rp.batch_size;
     if (o.schedule.empty() && !rp.schedule.empty()) r.schedule = rp.schedule;
+    if (o.optimizer.empty() && !rp.optimizer_choice.empty()) r.optimizer = rp.optimizer_choice;
+    if (!o.momentum && rp.momentum) r.momentum = *rp.momentum;
+    if (!o.weight_decay && rp.weight_decay) r.weight_decay = *rp.weight_decay;
   }
   // A --save path that cannot be written is found now, not after the first epoch.
   if (!o.save.empty()) {
@@ -793,6 +809,15 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     FREIGHT_CHECK(rp.optimizer == opt->name(),
                   fmt::format("--resume {}: saved with optimizer {}, now {}", o.resume,
                               rp.optimizer, opt->name()));
+    FREIGHT_CHECK(rp.optimizer_choice.empty() || rp.optimizer_choice == r.optimizer,
+                  fmt::format("--resume {}: saved with --optimizer {}, now {}", o.resume,
+                              rp.optimizer_choice, r.optimizer));
+    FREIGHT_CHECK(!rp.momentum || *rp.momentum == r.momentum,
+                  fmt::format("--resume {}: saved with --momentum {:g}, now {:g}", o.resume,
+                              rp.momentum.value_or(0), r.momentum));
+    FREIGHT_CHECK(!rp.weight_decay || *rp.weight_decay == r.weight_decay,
+                  fmt::format("--resume {}: saved with --weight-decay {:g}, now {:g}", o.resume,
+                              rp.weight_decay.value_or(0), r.weight_decay));
     FREIGHT_CHECK(rp.batch_size == r.batch_size,
                   fmt::format("--resume {}: saved with --batch-size {}, now {} (the epoch's "
                               "batches would differ)",

@@ -316,5 +316,38 @@ TEST_F(Resume, ResumingTakesTheCheckpointsBatchSizeAndSchedule) {
   EXPECT_NE(m.find("saved with --batch-size 16, now 8"), std::string::npos) << m;
 }
 
+// The optimizer flags of the first run (not the model's adamw) are the checkpoint's: resuming
+// without repeating them reaches the weights of an uninterrupted run, and naming another
+// momentum is refused.
+TEST_F(Resume, ResumingWithoutTheOptimizerFlagsContinuesTheSavedOptimizer) {
+  auto with_flags = [&](int64_t epochs, const std::string& save) {
+    TrainOptions o = options(epochs, save);
+    o.optimizer = "nesterov";
+    o.momentum = 0.5;
+    o.weight_decay = 1e-3;
+    return o;
+  };
+  std::string straight = (dir_ / "straight.safetensors").string();
+  std::string split = (dir_ / "split.safetensors").string();
+  train(with_flags(2, straight));
+  train(with_flags(1, split));
+  fs::copy_file(split, dir_ / "keep");
+  fs::copy_file(split + ".train", dir_ / "keep.train");
+  TrainOptions more = options(2, split);
+  more.resume = split;
+  train(more);
+  io::SafetensorsFile a = io::load_safetensors(straight), b = io::load_safetensors(split);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i)
+    EXPECT_EQ(a.tensors[i].second.to_double_vector(), b.tensors[i].second.to_double_vector())
+        << a.tensors[i].first << " differs after resuming";
+
+  fs::copy_file(dir_ / "keep", split, fs::copy_options::overwrite_existing);
+  fs::copy_file(dir_ / "keep.train", split + ".train", fs::copy_options::overwrite_existing);
+  more.momentum = 0.9;
+  std::string m = test::error_of([&] { train(more); });
+  EXPECT_NE(m.find("saved with --momentum 0.5, now 0.9"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace freight

@@ -147,15 +147,16 @@ void add_train(CLI::App& app) {
   cmd->add_option_function<double>(
          "--lr", [opt](const double& v) { opt->lr = v; }, "Learning rate (default: the model's)")
       ->check(in_range(limits::lr));
-  cmd->add_option("--optimizer", opt->optimizer, "Optimizer (default: the model's)")
+  cmd->add_option("--optimizer", opt->optimizer,
+                  "Optimizer (default: the model's; with --resume, the checkpoint's)")
       ->check(one_of(limits::optimizers));
   cmd->add_option_function<double>(
          "--momentum", [opt](const double& v) { opt->momentum = v; },
-         "SGD momentum (default: the model's)")
+         "SGD momentum (default: the model's; with --resume, the checkpoint's)")
       ->check(in_range(limits::momentum));
   cmd->add_option_function<double>(
          "--weight-decay", [opt](const double& v) { opt->weight_decay = v; },
-         "Weight decay (default: the model's)")
+         "Weight decay (default: the model's; with --resume, the checkpoint's)")
       ->check(in_range(limits::weight_decay));
   cmd->add_option("--schedule", opt->schedule,
                   "Learning-rate schedule (default: the model's; with --resume, the checkpoint's)")
