@@ -181,8 +181,8 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   return ds;
 }
 
-Dataset load_mnist_layout(const std::string& dir, const std::string& split,
-                          const std::string& name) {
+Dataset load_mnist_layout(const std::string& dir, const std::string& split, const std::string& name,
+                          int64_t num_classes) {
   FREIGHT_CHECK(split == "train" || split == "test",
                 fmt::format("dataset split '{}' is not train or test", split));
   std::string prefix = split == "train" ? "train" : "t10k";
@@ -198,8 +198,8 @@ Dataset load_mnist_layout(const std::string& dir, const std::string& split,
                                               "data section)",
                                               dir)));
   };
-  return load_idx(find(prefix + "-images-idx3-ubyte"), find(prefix + "-labels-idx1-ubyte"), 10,
-                  name + "/" + split);
+  return load_idx(find(prefix + "-images-idx3-ubyte"), find(prefix + "-labels-idx1-ubyte"),
+                  num_classes, name + "/" + split);
 }
 
 }  // namespace freight::data

@@ -439,7 +439,7 @@ data::Dataset load_dataset(const std::string& name, const std::string& split,
                               name));
     d = data::is_image_folder_candidate(dir)
             ? data::load_image_folder(dir, split, spec.input_shape, spec.name)
-            : data::load_mnist_layout(dir, split, name);
+            : data::load_mnist_layout(dir, split, name, spec.classes);
   }
   Shape want = spec.input_shape;
   Shape have = d.sample_shape();

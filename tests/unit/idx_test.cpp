@@ -173,6 +173,18 @@ TEST_F(IdxFiles, CountMismatchAndLabelRange) {
   expect_error([&] { load_idx(img, bad); }, bad, "label 12 at index 1");
 }
 
+// The MNIST layout with more than 10 classes (EMNIST, KMNIST-49): labels are checked against the
+// classes asked for, 10 unless told.
+TEST_F(IdxFiles, MnistLayoutTakesTheClassCountItIsGiven) {
+  fs::rename(images(3), dir_ / "train-images-idx3-ubyte");
+  fs::rename(labels({1, 25, 0}), dir_ / "train-labels-idx1-ubyte");
+  Dataset d = load_mnist_layout(dir_.string(), "train", "letters", 26);
+  EXPECT_EQ(d.num_classes, 26);
+  EXPECT_EQ(d.labels.to_int_vector(), (std::vector<int64_t>{1, 25, 0}));
+  expect_error([&] { load_mnist_layout(dir_.string(), "train", "letters"); },
+               "train-labels-idx1-ubyte", "label 25 at index 1 is out of range for 10 classes");
+}
+
 TEST(FashionMnist, DebianPackageLoads) {
   std::string dir = default_data_dir("fashion-mnist");
   if (!fs::exists(dir)) GTEST_SKIP() << dir << " missing (install dataset-fashion-mnist)";

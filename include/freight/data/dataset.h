@@ -44,8 +44,10 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
 // A named dataset from a directory of MNIST-layout files:
 //   split "train" -> train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]
 //   split "test"  -> t10k-images-idx3-ubyte[.gz],  t10k-labels-idx1-ubyte[.gz]
-Dataset load_mnist_layout(const std::string& dir, const std::string& split,
-                          const std::string& name);
+// with labels below num_classes (training passes the model's: EMNIST's 47 classes, KMNIST-49's
+// 49 come in the same layout).
+Dataset load_mnist_layout(const std::string& dir, const std::string& split, const std::string& name,
+                          int64_t num_classes = 10);
 
 // Random data of any sample shape (float32 N(0,1) inputs, uniform labels), for benchmarks.
 // Labels are a fixed function of the inputs' mean sign pattern only when `learnable` is set, so
