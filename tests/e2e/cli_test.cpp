@@ -56,6 +56,13 @@ TEST_F(Cli, BadFlagsAreErrors) {
   expect_failure("train --model mlp --no-save --batch-size 0", {"--batch-size"});
   expect_failure("train --model mlp --no-save --device tpu", {"tpu"});
   expect_failure("train --model mlp --no-save --optimizer rmsprop", {"rmsprop"});
+  // Before mpirun starts (the output then holds no "starting 3 ranks" line).
+  CliRun few = freight_cli("train --model mlp --no-save --nproc 3 --batch-size 2");
+  EXPECT_NE(few.status, 0) << few.output;
+  EXPECT_NE(few.output.find("--batch-size 2 is the global batch, split over --nproc 3 ranks"),
+            std::string::npos)
+      << few.output;
+  EXPECT_EQ(few.output.find("starting 3 ranks"), std::string::npos) << few.output;
   CliRun r = freight_cli("train --no-such-flag");
   EXPECT_NE(r.status, 0);
   // --save with --no-save: which one wins is not guessed.

@@ -12,6 +12,7 @@
 #include "flags.h"
 #include "format.h"
 #include "freight/dist.h"
+#include "freight/error.h"
 #include "freight/runtime.h"
 #include "freight/training.h"
 #include "launch.h"
@@ -215,6 +216,12 @@ void add_train(CLI::App& app) {
                   "(default: FREIGHT_DIST_TIMEOUT or 600)")
       ->check(in_range(limits::dist_timeout));
   cmd->callback([cmd, opt, no_save, no_graph, nproc] {
+    // Said before mpirun starts (the ranks would say it too, amid mpirun's own messages); a
+    // model's default batch size is checked by the ranks.
+    FREIGHT_CHECK(*nproc <= 1 || !opt->batch_size || *opt->batch_size >= *nproc,
+                  fmt::format("--batch-size {} is the global batch, split over --nproc {} ranks: "
+                              "it must be at least the number of ranks",
+                              opt->batch_size.value_or(0), *nproc));
     run_under_mpirun_if_asked(*nproc);  // --nproc N outside mpirun: becomes mpirun (no return)
     // In a data-parallel job rank 0 speaks for the job; the others print only their errors.
     const bool job = dist::launched_by_mpi() && dist::world().size > 1;
