@@ -45,7 +45,8 @@ Tensor sum(const Tensor& x);  // all elements -> scalar (shape [])
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
-Tensor argmax(const Tensor& x, int64_t dim = -1);  // int64, not differentiable
+// int64, not differentiable; torch.argmax's rule: the first maximum, a NaN above everything.
+Tensor argmax(const Tensor& x, int64_t dim = -1);
 // Sums `x` down to `shape` over the broadcast dimensions (the backward of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

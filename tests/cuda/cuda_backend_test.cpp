@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "common/test_util.h"
@@ -334,6 +335,14 @@ TEST_F(CudaPoisoned, ReductionKernelsWriteEveryElement) {
     for (int64_t d : {0, 1, 2})
       expect_matches_cpu(
           "argmax dim " + std::to_string(d), {x3},
+          [d](const std::vector<Tensor>& v) { return argmax(v[0], d); }, false);
+    // NaNs (argmax_rule.h: a NaN above everything, the first one wins) at a few places.
+    Tensor with_nan = x3.clone();
+    for (int64_t i = 0; i < with_nan.numel(); i += 5)
+      with_nan.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t d : {0, 1, 2})
+      expect_matches_cpu(
+          "argmax with NaN dim " + std::to_string(d), {with_nan},
           [d](const std::vector<Tensor>& v) { return argmax(v[0], d); }, false);
     // float64 as well (the same kernels, the other instantiation).
     expect_matches_cpu("sum float64", {x3.to(DType::F64)},

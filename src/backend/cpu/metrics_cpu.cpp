@@ -1,8 +1,9 @@
 // CPU kernel of the training metrics (ops/kernels/metrics.h): the argmax rule of argmax_axis
-// (strict >, so the first maximum wins), one pass over the rows.
+// (ops/kernels/argmax_rule.h), one pass over the rows.
 #include <fmt/format.h>
 
 #include "backend/cpu/dispatch.h"
+#include "ops/kernels/argmax_rule.h"
 #include "ops/kernels/metrics.h"
 
 namespace freight::cpu {
@@ -30,7 +31,7 @@ void accumulate_metrics_cpu(const Tensor& output, const Tensor& labels, const Te
       int64_t best = 0;
       T bv = row[0];
       for (int64_t j = 1; j < c; ++j)
-        if (row[j] > bv) bv = row[j], best = j;
+        if (argmax_replaces(row[j], bv)) bv = row[j], best = j;
       hits += best == y[r];
     }
     s[0] += double(*static_cast<const T*>(loss.data_ptr())) * weight;

@@ -3,6 +3,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "ops/kernels/argmax_rule.h"
 #include "ops/kernels/reduce.h"
 
 namespace freight::cpu {
@@ -70,7 +71,7 @@ void argmax_axis_cpu(const Tensor& x, int64_t outer, int64_t reduced, int64_t in
                      T bv = base[0];
                      for (int64_t r = 1; r < reduced; ++r) {
                        T v = base[r * inner];
-                       if (v > bv) bv = v, best = r;  // first maximum wins, as PyTorch
+                       if (argmax_replaces(v, bv)) bv = v, best = r;
                      }
                      o[k] = best;
                    }

@@ -1,12 +1,13 @@
 // CUDA kernel of the training metrics (ops/kernels/metrics.h). One launch per batch: a thread
-// per row (256 per block, grid-stride) scans its row for the first maximum, exactly the CPU's
-// rule (strict >), and counts a hit when it is the label; each thread adds its count to sums[1]
-// with one atomicAdd of a whole number (exact in a double, so the order of the additions does
-// not matter), and thread 0 of block 0 adds loss · weight to sums[0] (one addition per launch, in
-// stream order: deterministic).
+// per row (256 per block, grid-stride) scans its row by the CPU's argmax rule
+// (ops/kernels/argmax_rule.h), and counts a hit when it is the label; each thread adds its count to
+// sums[1] with one atomicAdd of a whole number (exact in a double, so the order of the additions
+// does not matter), and thread 0 of block 0 adds loss · weight to sums[0] (one addition per launch,
+// in stream order: deterministic).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/dispatch.h"
+#include "ops/kernels/argmax_rule.h"
 #include "ops/kernels/metrics.h"
 
 namespace freight::cuda {
@@ -23,7 +24,7 @@ __global__ void accumulate_metrics_kernel(const T* x, const int64_t* labels, int
     T bv = row[0];
     for (int64_t j = 1; j < c; ++j) {
       T v = row[j];
-      if (v > bv) bv = v, best = j;
+      if (argmax_replaces(v, bv)) bv = v, best = j;
     }
     hits += best == labels[r];
   }

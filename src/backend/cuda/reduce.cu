@@ -16,13 +16,13 @@
 // pass 1 writes double partial sums [outer, split, inner], pass 2 reduces them with the same
 // kernel (split becomes the reduced axis). The split depends only on the shape.
 //
-// argmax_axis: one thread per output element (o, i), scanning the reduced axis in order and
-// keeping the first maximum (a strict >), exactly the CPU's rule (NaN included: a NaN is never
-// greater, so it is picked only when it is element 0).
+// argmax_axis: one thread per output element (o, i), scanning the reduced axis in order by the
+// CPU's rule (ops/kernels/argmax_rule.h: the first maximum, a NaN above everything).
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/dispatch.h"
+#include "ops/kernels/argmax_rule.h"
 #include "ops/kernels/reduce.h"
 
 namespace freight::cuda {
@@ -146,7 +146,7 @@ __global__ void argmax_kernel(const T* x, int64_t outer, int64_t reduced, int64_
     T bv = base[0];
     for (int64_t r = 1; r < reduced; ++r) {
       T v = base[r * inner];
-      if (v > bv) bv = v, best = r;  // strict: the first maximum wins
+      if (argmax_replaces(v, bv)) bv = v, best = r;
     }
     out[k] = best;
   }
