@@ -26,7 +26,7 @@ struct UnaryRule<UnaryOp::Neg> {
 
 template <>
 struct UnaryRule<UnaryOp::Exp> {
-  static float f(float v) { return vexp(v); }
+  static float f(float v) { return vexp_full(v); }
   static double f(double v) { return std::exp(v); }
   template <class T>
   static T grad(T, T y, T g) {

@@ -11,9 +11,11 @@
 namespace freight::cpu {
 
 // exp(x) = 2^n · exp(r), n = round(x / ln 2), |r| <= ln2 / 2; exp(r) by its degree-6 Taylor
-// polynomial (truncation error below 2e-8 on that interval); 2^n built in the exponent bits.
-inline float vexp(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+// polynomial (truncation error below 2e-8 on that interval). ExpParts holds n and exp(r).
+struct ExpParts {
+  float n, p;
+};
+inline ExpParts exp_parts(float x) {
   float n = std::floor(x * 1.44269504088896341f + 0.5f);
   // ln 2 split in a high part exact in float and a low correction (Cody-Waite reduction).
   float r = x - n * 0.693359375f + n * 2.12194440e-4f;
@@ -24,8 +26,30 @@ inline float vexp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits = (int32_t(n) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
+  return {n, p};
+}
+// 2^k for a whole k in [−126, 127], built in the exponent bits.
+inline float exp2_whole(int32_t k) {
+  return std::bit_cast<float>((k + 127) << 23);
+}
+
+// For the activations: the input clamped to [-87, 88], where 2^n is one normal float.
+inline float vexp(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const ExpParts e = exp_parts(x);
+  return e.p * exp2_whole(int32_t(e.n));
+}
+
+// exp over float's whole range, for the exp op (the clamp of vexp, which the activations never
+// notice, made exp(88.5) 1.65e38 instead of 2.7e38 and exp(100) finite): 2^n is applied as
+// 2^⌊n/2⌋ · 2^(n−⌊n/2⌋), so n may run from −150 to 129 with both factors normal floats. Above
+// ln(FLT_MAX) ≈ 88.72 the product overflows to inf; below about −87.3 it rounds once into the
+// subnormals, and reaches 0 below about −103.97.
+inline float vexp_full(float x) {
+  x = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  const ExpParts e = exp_parts(x);
+  const int32_t n1 = int32_t(e.n) >> 1, n2 = int32_t(e.n) - n1;
+  return e.p * exp2_whole(n1) * exp2_whole(n2);
 }
 
 inline float vsigmoid(float x) {
