@@ -14,11 +14,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Rows whose torch.argmax is {1, 2, 0, 1, 3}.
 Tensor rows() {
-  return Tensor::from_vector(std::vector<double>{1, kNaN, 3, kNaN,  //
-                                                 2, 2, kNaN, 1,     //
-                                                 kNaN, 5, 5, 1,     //
-                                                 1, 3, 3, 0,        //
-                                                 -1, -2, -3, 4},
+  return Tensor::from_vector(std::vector<double>{1,    kNaN, 3,    kNaN,  //
+                                                 2,    2,    kNaN, 1,     //
+                                                 kNaN, 5,    5,    1,     //
+                                                 1,    3,    3,    0,     //
+                                                 -1,   -2,   -3,   4},
                              {5, 4});
 }
 
