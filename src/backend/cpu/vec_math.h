@@ -34,10 +34,13 @@ inline float exp2_whole(int32_t k) {
 }
 
 // For the activations: the input clamped to [-87, 88], where 2^n is one normal float.
+// (A NaN fails both comparisons of the clamp: it is reduced as the lower bound, which keeps the
+// float-to-int conversion of n defined, and comes back as it went in.)
 inline float vexp(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const ExpParts e = exp_parts(x);
-  return e.p * exp2_whole(int32_t(e.n));
+  const float c = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;
+  const ExpParts e = exp_parts(c);
+  const float y = e.p * exp2_whole(int32_t(e.n));
+  return x == x ? y : x;
 }
 
 // exp over float's whole range, for the exp op (the clamp of vexp, which the activations never
@@ -46,10 +49,11 @@ inline float vexp(float x) {
 // ln(FLT_MAX) ≈ 88.72 the product overflows to inf; below about −87.3 it rounds once into the
 // subnormals, and reaches 0 below about −103.97.
 inline float vexp_full(float x) {
-  x = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  const ExpParts e = exp_parts(x);
+  const float c = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f;
+  const ExpParts e = exp_parts(c);
   const int32_t n1 = int32_t(e.n) >> 1, n2 = int32_t(e.n) - n1;
-  return e.p * exp2_whole(n1) * exp2_whole(n2);
+  const float y = e.p * exp2_whole(n1) * exp2_whole(n2);
+  return x == x ? y : x;
 }
 
 inline float vsigmoid(float x) {
