@@ -305,6 +305,56 @@ TEST(Lstm, StepLoopOverCellKernelsMatchesSequenceKernels) {
   kernels::lstm_cell_forward.set(DeviceType::CPU, cell);
 }
 
+// A NaN or an infinity in the input or the initial state flows through the kernels as through
+// the composite: NaN from its step on for that sample alone (sigmoid and tanh of a NaN are NaN,
+// as in PyTorch), the other samples untouched. Float32 runs the register-blocked kernels (tiles
+// of every height, a partial panel), with and without the tape.
+TEST(Lstm, NanAndInfinityFlowAsInTheComposite) {
+  for (int64_t H : {16, 40}) {
+    for (bool recording : {true, false}) {
+      Generator g(11);
+      const int64_t B = 13, T = 5, I = 4;
+      Tensor x = Tensor::normal({B, T, I}, 0, 1, DType::F32, Device::cpu(), &g);
+      Tensor h0 = Tensor::normal({B, H}, 0, 1, DType::F32, Device::cpu(), &g);
+      Tensor c0 = Tensor::normal({B, H}, 0, 1, DType::F32, Device::cpu(), &g);
+      float* px = x.data<float>();
+      px[(0 * T + 1) * I + 2] = std::nanf("");
+      px[(2 * T + 3) * I + 0] = INFINITY;
+      px[(7 * T + 0) * I + 1] = -INFINITY;
+      h0.data<float>()[5 * H + 3] = std::nanf("");
+      c0.data<float>()[9 * H + 1] = INFINITY;
+      Layer l = make_layer(I, H, DType::F32, g, 0.3);
+      if (recording)
+        for (Tensor* t : {&x, &l.w_ih, &l.w_hh}) t->set_requires_grad(true);
+      std::optional<NoGradGuard> no_grad;
+      if (!recording) no_grad.emplace();
+      LstmResult got = run(x, h0, c0, l), want = composite_lstm(x, h0, c0, l);
+      for (auto [a, b] :
+           {std::pair{got.output, want.output}, {got.h_n, want.h_n}, {got.c_n, want.c_n}}) {
+        std::vector<float> va = a.to_float_vector(), vb = b.to_float_vector();
+        ASSERT_EQ(va.size(), vb.size());
+        int nans = 0;
+        for (size_t i = 0; i < va.size(); ++i) {
+          ASSERT_EQ(std::isnan(va[i]), std::isnan(vb[i])) << "H " << H << ", element " << i;
+          nans += std::isnan(va[i]);
+          if (std::isinf(vb[i]))
+            EXPECT_EQ(va[i], vb[i]) << "H " << H << ", element " << i;
+          else if (!std::isnan(vb[i]))
+            EXPECT_NEAR(va[i], vb[i], 1e-4) << "H " << H << ", element " << i;
+        }
+        EXPECT_GT(nans, 0);
+      }
+      // Sample 1 met nothing: all finite; sample 0 is NaN from step 1 on.
+      std::vector<float> out = got.output.to_float_vector();
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < H; ++j) {
+          EXPECT_TRUE(std::isfinite(out[(1 * T + t) * H + j]));
+          EXPECT_EQ(std::isnan(out[(0 * T + t) * H + j]), t >= 1) << "t " << t << ", unit " << j;
+        }
+    }
+  }
+}
+
 TEST(Lstm, RecordsNothingWithoutGradients) {
   Generator g(8);
   Layer l = make_layer(3, 4, DType::F32, g);

@@ -253,8 +253,12 @@ constexpr int64_t kStreamBytes = 128 << 10;  // per thread and step; measured, s
 constexpr int64_t kRowBlock = 24;            // batch rows per block: their h_prev stays in L1
 
 // exp as vexp in vec_math.h: 2^n · p(r), n = round(x / ln 2), |r| <= ln 2 / 2, degree-6 Taylor.
+// The clamp keeps a NaN (max/min return their second operand when either is NaN): the NaN goes
+// on through p(r), so sigmoid and tanh of a NaN are NaN and a NaN in the input reaches h and c
+// from its step on, as in PyTorch. (With x as the first operand the clamp made it -87: sigmoid
+// gave 1, tanh ±1, and the sequence went on as if the NaN were a large number.)
 inline __m512 exp_ps(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));
   __m512 n = _mm512_roundscale_ps(
       _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
       _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
