@@ -1,8 +1,12 @@
 // Batch normalisation on CUDA beyond the op table: the running statistics after several
 // training steps (unbiased variance, momentum) against the CPU, evaluation from them, float64,
 // [N, C] inputs (strided channels), optional affine parameters, a fused ReLU, a large mean (the
-// shifted variance), and odd sizes with poisoned allocations. Skips without a GPU.
+// shifted variance), a channel holding ±∞ or NaN, and odd sizes with poisoned allocations.
+// Skips without a GPU.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 
 #include "cuda/cuda_compare.h"
 #include "freight/freight.h"
@@ -109,6 +113,33 @@ TEST_F(BatchNormCuda, ALargeMeanKeepsItsVariance) {
       batch_norm(x.to(DType::F64), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
   EXPECT_LT(relative_error(y_gpu.to(DType::F64).to(Device::cpu()), y64), 2e-3);
   EXPECT_LT(relative_error(y_cpu.to(DType::F64), y64), 2e-3);
+}
+
+// A channel holding ±∞ or NaN: NaN statistics (the variance's clamp keeps the NaN), so NaN
+// outputs and running variance for that channel, as on the CPU; the others as the CPU's.
+TEST_F(BatchNormCuda, InfinityOrNanMakesItsChannelNanAsOnTheCpu) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  for (double bad : {INFINITY, -INFINITY, NAN}) {
+    SCOPED_TRACE("x holds " + std::to_string(bad));
+    Generator gen(44);
+    Tensor x = Tensor::normal({6, 3, 5, 5}, 0, 1, DType::F32, Device::cpu(), &gen);
+    x.data<float>()[(4 * 3 + 2) * 25 + 7] = float(bad);
+    Tensor rm_cpu = Tensor::zeros({3}), rv_cpu = Tensor::ones({3});
+    Tensor rm_gpu = rm_cpu.to(kGpu), rv_gpu = rv_cpu.to(kGpu);
+    Tensor y_cpu = batch_norm(x, Tensor(), Tensor(), rm_cpu, rv_cpu, true, 0.1, 1e-5);
+    Tensor y_gpu = batch_norm(x.to(kGpu), Tensor(), Tensor(), rm_gpu, rv_gpu, true, 0.1, 1e-5);
+    std::vector<double> a = y_gpu.to_double_vector(), b = y_cpu.to_double_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const bool bad_channel = (i / 25) % 3 == 2;
+      EXPECT_EQ(std::isnan(a[i]), bad_channel) << "element " << i << ": " << a[i];
+      EXPECT_EQ(std::isnan(b[i]), bad_channel) << "element " << i << " on the CPU: " << b[i];
+      if (!bad_channel) EXPECT_NEAR(a[i], b[i], 1e-4) << "element " << i;
+    }
+    std::vector<double> v = rv_gpu.to_double_vector();
+    EXPECT_TRUE(std::isnan(v[2])) << "running variance " << v[2];
+    EXPECT_TRUE(std::isfinite(v[0]) && std::isfinite(v[1]));
+  }
 }
 
 }  // namespace

@@ -106,6 +106,39 @@ TEST(BatchNorm, TrainingWithoutRunningStatistics) {
   EXPECT_NEAR(y.to_double_vector()[0], -1.5 / std::sqrt(1.25 + 1e-5), 1e-5);
 }
 
+// A channel holding an infinity or a NaN gets NaN statistics, as in PyTorch: mean ±∞ or NaN,
+// variance NaN (∞ − ∞), so every output of that channel and its running variance are NaN (the
+// variance's clamp at 0 once turned the NaN into 0: outputs ±∞, running variance finite). The
+// other channels are untouched. With and without the fused ReLU, float32 and float64.
+TEST(BatchNorm, InfinityOrNanMakesItsChannelNan) {
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool relu : {false, true})
+      for (double bad : {INFINITY, -INFINITY, NAN}) {
+        Generator gen(5);
+        Tensor x = Tensor::normal({4, 3, 2, 2}, 0, 1, DType::F64, Device::cpu(), &gen);
+        x.data<double>()[(2 * 3 + 1) * 4 + 3] = bad;  // sample 2, channel 1, not its first value
+        x = x.to(dtype);
+        Tensor rm = Tensor::zeros({3}, dtype), rv = Tensor::ones({3}, dtype);
+        Tensor y = relu ? batch_norm_relu(x, Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5)
+                        : batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5);
+        std::vector<double> out = y.to_double_vector();
+        for (int64_t i = 0; i < 4; ++i)
+          for (int64_t ch = 0; ch < 3; ++ch)
+            for (int64_t j = 0; j < 4; ++j) {
+              const double v = out[(i * 3 + ch) * 4 + j];
+              if (ch == 1)
+                EXPECT_TRUE(std::isnan(v)) << "x holds " << bad << ", relu " << relu << ": " << v;
+              else
+                EXPECT_TRUE(std::isfinite(v));
+            }
+        std::vector<double> m = rm.to_double_vector(), v = rv.to_double_vector();
+        EXPECT_TRUE(std::isnan(v[1])) << "running variance " << v[1] << " with " << bad;
+        EXPECT_EQ(std::isnan(m[1]), std::isnan(bad));
+        EXPECT_TRUE(std::isfinite(m[0]) && std::isfinite(v[0]) && std::isfinite(m[2]) &&
+                    std::isfinite(v[2]));
+      }
+}
+
 TEST(BatchNorm, ErrorsNameTheOpAndShapes) {
   Tensor x = Tensor::zeros({4, 3, 5, 5});
   std::string m =

@@ -180,7 +180,12 @@ void stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, double eps, Ten
                                      sum_d.data(), sq.data());
     for (int64_t ch = 0; ch < c; ++ch) {
       mu[ch] = shift[ch] + sum_d[ch] / m;
-      sq[ch] = std::max(0.0, sq[ch] - sum_d[ch] * sum_d[ch] / m);  // Σ(x − mean)²
+      // Σ(x − mean)², clamped at 0 against rounding but not against NaN: an infinity or a NaN
+      // in the channel leaves NaN here (∞ − ∞), so its output and running variance are NaN, as
+      // in PyTorch (std::max(0.0, NaN) is 0, which made the output ±∞ and kept the running
+      // variance finite).
+      const double centred = sq[ch] - sum_d[ch] * sum_d[ch] / m;
+      sq[ch] = centred < 0 ? 0.0 : centred;
     }
     T* pm = mptr<T>(mean);
     T* pv = mptr<T>(var);

@@ -8,7 +8,7 @@
 //   combines a part's partial sums in a fixed order, the parts are added in part order: results
 //   are reproducible run to run. As on the CPU, the variance is computed from deviations
 //   d = x − K with K the channel's first value: mean = K + Σd/m, Σ(x − mean)² = Σd² − (Σd)²/m
-//   (clamped at 0), var = that / m (biased), invstd = 1/√(var + eps).
+//   (clamped at 0, a NaN kept), var = that / m (biased), invstd = 1/√(var + eps).
 //   The backward's second launch writes the weight and bias gradients and three coefficients
 //   per channel, and a third writes gx, one thread per element.
 // Forward: one thread per element, 256 per block, grid-stride: y = x·scale + shift with
@@ -70,7 +70,9 @@ __global__ void stats_finish_kernel(const T* x, const double* partial, int64_t c
     }
     const double md = double(m);
     const double mu = double(x[ch * s]) + sum_d / md;
-    const double sq = fmax(0.0, sum_sq - sum_d * sum_d / md);  // Σ(x − mean)²
+    // Σ(x − mean)², clamped at 0 but keeping a NaN (fmax would drop it), as the CPU does.
+    const double centred = sum_sq - sum_d * sum_d / md;
+    const double sq = centred < 0 ? 0.0 : centred;
     const double v = sq / md;
     mean[ch] = T(mu);
     var[ch] = T(v);
