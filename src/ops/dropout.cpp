@@ -1,4 +1,5 @@
-// dropout: zeroes each element with probability p and scales the survivors by 1/(1 − p). The
+// dropout: multiplies each element by 0 with probability p, else by 1/(1 − p) (a NaN or an
+// infinity that is dropped gives NaN, as in PyTorch). The
 // random numbers come from the generator's Philox stream (one counter per four elements,
 // reserved here), so the mask depends only on (seed, offset) and is the same on every device.
 #include <fmt/format.h>

@@ -231,6 +231,37 @@ TEST(CudaBackend, DropoutMaskIsBitIdenticalOnCpuAndCuda) {
   }
 }
 
+// A NaN or an infinity in x or in the gradient: both devices multiply by the mask's factor, so
+// they agree element for element, NaN for NaN (a dropped infinity is NaN on both).
+TEST(CudaBackend, DropoutTreatsNanAndInfinityAsTheCpu) {
+  FREIGHT_SKIP_WITHOUT_CUDA();
+  const int64_t n = 1001;
+  Generator data(8);
+  Tensor x = Tensor::normal({n}, 0, 1, DType::F32, Device::cpu(), &data);
+  Tensor r = Tensor::normal({n}, 0, 1, DType::F32, Device::cpu(), &data);
+  for (int64_t i = 0; i < n; i += 7) x.data<float>()[i] = i % 2 ? INFINITY : NAN;
+  for (int64_t i = 3; i < n; i += 11) r.data<float>()[i] = NAN;
+  Generator a(99), b(99);
+  Tensor xc = x.detach(), xg = x.to(kGpu);
+  xc.set_requires_grad(true);
+  xg.set_requires_grad(true);
+  Tensor yc = dropout(xc, 0.5, true, &a), yg = dropout(xg, 0.5, true, &b);
+  sum(mul(yc, r)).backward();
+  sum(mul(yg, r.to(kGpu))).backward();
+  for (auto [got, want] : {std::pair{yg, yc}, {xg.grad(), xc.grad()}}) {
+    std::vector<float> g = got.to_float_vector(), w = want.to_float_vector();
+    int64_t nans = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      nans += std::isnan(w[i]);
+      if (std::isnan(w[i]))
+        EXPECT_TRUE(std::isnan(g[i])) << "element " << i;
+      else
+        EXPECT_EQ(g[i], w[i]) << "element " << i;
+    }
+    EXPECT_GT(nans, n / 7 / 2);  // the NaNs, and the infinities dropped
+  }
+}
+
 // ---------------------------------------------------------------- every kernel, odd sizes
 class CudaPoisoned : public ::testing::Test {
  protected:

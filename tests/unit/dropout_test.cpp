@@ -87,6 +87,38 @@ TEST(Dropout, BackwardUsesTheForwardMask) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_DOUBLE_EQ(g[i], m[i] ? 1.0 / 0.75 : 0.0);
 }
 
+// Dropout multiplies by the mask's factor (0 or 1/(1 − p)), as PyTorch does: a NaN stays NaN
+// whether kept or dropped, a dropped infinity becomes NaN (∞·0), a kept one stays infinite;
+// the backward multiplies the same way, so a NaN gradient stays NaN where it was dropped.
+TEST(Dropout, NanAndInfinityAreMultipliedByTheMask) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    const int64_t n = 4001;  // not a multiple of 4: the last Philox counter is partial
+    std::vector<double> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -2.0;
+    Tensor x = Tensor::from_vector(v, {n}).to(dt).set_requires_grad();
+    Generator gen(21);
+    Tensor y = dropout(x, 0.5, true, &gen);
+    // The mask, from a finite input through the same stream position.
+    Generator again(21);
+    std::vector<bool> kept = kept_mask(dropout(Tensor::ones({n}, dt), 0.5, true, &again));
+    std::vector<double> out = y.to_double_vector();
+    int64_t dropped_inf = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i % 3 == 0)
+        EXPECT_TRUE(std::isnan(out[i])) << "element " << i;
+      else if (i % 3 == 1)
+        EXPECT_TRUE(kept[i] ? out[i] == INFINITY : std::isnan(out[i])) << "element " << i;
+      else
+        EXPECT_EQ(out[i], kept[i] ? -4.0 : 0.0) << "element " << i;
+      dropped_inf += i % 3 == 1 && !kept[i];
+    }
+    EXPECT_GT(dropped_inf, 100);
+    Tensor gy = Tensor::full({n}, NAN, dt);
+    sum(mul(y, gy)).backward();
+    for (double g : x.grad().to_double_vector()) EXPECT_TRUE(std::isnan(g));
+  }
+}
+
 TEST(Dropout, PEqualOneZeroesAndInvalidPIsAnError) {
   Generator gen(2);
   Tensor x = Tensor::ones({10}).set_requires_grad();

@@ -40,11 +40,11 @@ void dropout_forward_cpu(const Tensor& x, double p, uint64_t seed, uint64_t offs
                      int64_t e0 = 4 * c0, ne = std::min(4 * nc, n - e0);
                      const T* xb = px + e0;
                      T* yb = py + e0;
+        // x times s or 0, as PyTorch multiplies by the mask: a dropped NaN or
+        // infinity gives NaN, not 0 (and a dropped negative value -0).
 #pragma omp simd
-                     for (int64_t i = 0; i < ne; ++i) {
-                       T v = xb[i] * s;  // loaded unconditionally so the select vectorises
-                       yb[i] = (bits[i] >> 8) >= threshold ? v : T(0);
-                     }
+                     for (int64_t i = 0; i < ne; ++i)
+                       yb[i] = xb[i] * ((bits[i] >> 8) >= threshold ? s : T(0));
                      if (m) {
                        // A loop of its own, over a local copy of the threshold: a byte store
                        // may alias anything, and GCC kept the loop scalar when it shared the
@@ -68,10 +68,7 @@ void dropout_backward_cpu(const Tensor& grad_y, const Tensor& mask, double scale
     T s = T(scale);
     parallel_for(grad_x.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) {
-        T v = g[i] * s;  // loaded unconditionally so the select vectorises
-        gx[i] = m[i] ? v : T(0);
-      }
+      for (int64_t i = b; i < e; ++i) gx[i] = g[i] * (m[i] ? s : T(0));  // as the forward
     });
   });
 }

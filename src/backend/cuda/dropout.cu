@@ -7,7 +7,8 @@
 // Forward: one thread per Philox counter, i.e. per group of four consecutive elements (one
 //   draw of four 32-bit words serves all four), 256 threads per block, grid-stride over the
 //   ceil(n / 4) counters; the last group may be partial.
-// Backward: gx = mask ? gy · scale : 0, one thread per element, 256 per block, grid-stride.
+// Backward: gx = gy · (mask ? scale : 0), one thread per element, 256 per block, grid-stride.
+// Both multiply by the mask's factor, as PyTorch does: a dropped NaN or infinity gives NaN.
 // Inside a CUDA graph the offset comes partly from device memory (graph_rng_delta in
 // cuda_context.h): the draws are those of an eager call at the generator's offset of the
 // replay, not the same mask on every replay.
@@ -35,7 +36,7 @@ __global__ void dropout_forward_kernel(const T* x, int64_t n, uint64_t seed, uin
       int64_t i = 4 * c + lane;  // element i uses lane i % 4 of counter offset + i / 4
       if (i >= n) break;
       bool keep = (r.v[lane] >> 8) >= threshold;
-      y[i] = keep ? x[i] * scale : T(0);
+      y[i] = x[i] * (keep ? scale : T(0));
       if (mask) mask[i] = keep ? 1 : 0;
     }
   }
@@ -70,7 +71,7 @@ __global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T scal
                                         T* gx) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    gx[i] = mask[i] ? gy[i] * scale : T(0);
+    gx[i] = gy[i] * (mask[i] ? scale : T(0));
 }
 
 void dropout_backward_cuda(const Tensor& grad_y, const Tensor& mask, double scale, Tensor& grad_x) {
