@@ -60,6 +60,44 @@ TEST(Softmax, LargeLogitsStayFinite) {
   EXPECT_NEAR(ly[3], -2002 - std::log(z), 1e-2);
 }
 
+// Logits masked with −inf or a large negative number get a probability of exactly 0, as in
+// PyTorch, along the last dimension (rows long and short: the blocked path of short rows) and
+// along another; log_softmax keeps them at −inf or at the shifted value, and cross_entropy's
+// gradient is 0 there.
+TEST(Softmax, MaskedLogitsGetExactlyZero) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (int64_t n : {3, 10, 100}) {
+      std::vector<double> v(size_t(2 * n));
+      for (int64_t i = 0; i < 2 * n; ++i) v[i] = double(i % 5) * 0.3;
+      v[1] = -INFINITY, v[n + 2] = -1e9, v[n] = -100.0;
+      Tensor x = Tensor::from_vector(v, {2, n}).to(dt);
+      for (int64_t dim : {1, 0}) {
+        Tensor xd = dim == 1 ? x : transpose(x, 0, 1).contiguous();
+        std::vector<double> y = softmax(xd, dim).to_double_vector();
+        std::vector<double> ly = log_softmax(xd, dim).to_double_vector();
+        auto at = [&](int64_t r, int64_t c) { return dim == 1 ? r * n + c : c * 2 + r; };
+        for (auto [r, c] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {1, 0}}) {
+          // −100 (row 1, column 0) is e^−100 ≈ 4e-44 in float64, a subnormal in float32,
+          // which the CPU threads flush to 0.
+          if (c == 0 && dt == DType::F64)
+            EXPECT_GT(y[at(r, c)], 0.0);
+          else
+            EXPECT_EQ(y[at(r, c)], 0.0) << "n " << n << ", dim " << dim << ", row " << r;
+          EXPECT_LT(y[at(r, c)], 1e-40);
+          EXPECT_LT(ly[at(r, c)], -99.0);
+        }
+        EXPECT_EQ(ly[at(0, 1)], -INFINITY);
+        for (double p : y) EXPECT_TRUE(std::isfinite(p));
+      }
+      Tensor logits = x.detach().set_requires_grad();
+      Tensor labels = Tensor::from_vector(std::vector<int64_t>{0, 1}, {2});
+      cross_entropy(logits, labels).backward();
+      std::vector<double> g = logits.grad().to_double_vector();
+      EXPECT_EQ(g[1], 0.0);
+      EXPECT_EQ(g[n + 2], 0.0);
+    }
+}
+
 TEST(Softmax, StridedInputMatchesPackedCopy) {
   Generator gen(6);
   Tensor x = Tensor::normal({5, 7}, 0, 1, DType::F64, Device::cpu(), &gen);

@@ -33,11 +33,14 @@ inline float exp2_whole(int32_t k) {
   return std::bit_cast<float>((k + 127) << 23);
 }
 
-// For the activations: the input clamped to [-87, 88], where 2^n is one normal float.
+// For the activations, softmax and the losses: the input clamped to [-87.34, 88], where 2^n is
+// one normal float. The lower bound lies just under ln(FLT_MIN) ≈ -87.3365: there p(r) < 1 makes
+// the result subnormal, which the CPU threads flush to 0 (threads.cpp), so the exponential of a
+// logit masked with -inf or -1e9 is exactly 0, as in PyTorch (a bound of -87 gave 1.6e-38).
 // (A NaN fails both comparisons of the clamp: it is reduced as the lower bound, which keeps the
 // float-to-int conversion of n defined, and comes back as it went in.)
 inline float vexp(float x) {
-  const float c = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;
+  const float c = x > -87.34f ? (x < 88.0f ? x : 88.0f) : -87.34f;
   const ExpParts e = exp_parts(c);
   const float y = e.p * exp2_whole(int32_t(e.n));
   return x == x ? y : x;
