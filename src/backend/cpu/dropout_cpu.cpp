@@ -40,11 +40,15 @@ void dropout_forward_cpu(const Tensor& x, double p, uint64_t seed, uint64_t offs
                      int64_t e0 = 4 * c0, ne = std::min(4 * nc, n - e0);
                      const T* xb = px + e0;
                      T* yb = py + e0;
-        // x times s or 0, as PyTorch multiplies by the mask: a dropped NaN or
-        // infinity gives NaN, not 0 (and a dropped negative value -0).
+        // x times s or times 0, as PyTorch multiplies by the mask: a dropped NaN
+        // or infinity gives NaN, not 0 (and a dropped negative value -0). Both
+        // products are formed and one is selected, so the loop vectorises (the
+        // factor selected first, x * (keep ? s : 0), made it 4 times slower).
 #pragma omp simd
-                     for (int64_t i = 0; i < ne; ++i)
-                       yb[i] = xb[i] * ((bits[i] >> 8) >= threshold ? s : T(0));
+                     for (int64_t i = 0; i < ne; ++i) {
+                       const T kept = xb[i] * s, dropped = xb[i] * T(0);
+                       yb[i] = (bits[i] >> 8) >= threshold ? kept : dropped;
+                     }
                      if (m) {
                        // A loop of its own, over a local copy of the threshold: a byte store
                        // may alias anything, and GCC kept the loop scalar when it shared the
@@ -68,7 +72,10 @@ void dropout_backward_cpu(const Tensor& grad_y, const Tensor& mask, double scale
     T s = T(scale);
     parallel_for(grad_x.numel(), elementwise_grain(), [&](int64_t b, int64_t e) {
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) gx[i] = g[i] * (m[i] ? s : T(0));  // as the forward
+      for (int64_t i = b; i < e; ++i) {  // as the forward
+        const T kept = g[i] * s, dropped = g[i] * T(0);
+        gx[i] = m[i] ? kept : dropped;
+      }
     });
   });
 }
