@@ -95,6 +95,8 @@ const std::vector<Geo>& geometries() {
       {9, 2, 3, 3, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}},     // one output pixel per image
       {2, 3, 10, 9, 40, 3, 3, {2, 2}, {1, 1}, {1, 1}},   // 40 outputs: 3 vectors, stride 2
       {2, 4, 7, 12, 70, 3, 3, {1, 1}, {1, 1}, {1, 1}},   // 70 outputs: more than 4 vectors
+      {2, 3, 5, 6, 20, 3, 3, {1, 1}, {3, 2}, {1, 1}},    // rows on padding alone: the bias
+      {2, 2, 7, 6, 17, 3, 3, {2, 1}, {3, 1}, {2, 1}},    // dilated rows half on the padding
   };
   return g;
 }

@@ -659,9 +659,42 @@ struct DirectEngine {
     const int64_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, ldo = round_up(g.o, W);
     TileWork wk;
     wk.nt = threads_for(double(g.n * P) * double(K * g.o), g.n);
-    wk.shared = round_up(K * ldo + ldo, W);    // wT [K][ldo], then the bias
+    // wT [K][ldo], then the bias, then the compacted wT of the border rows' runs
+    wk.shared = round_up(K * ldo + ldo, W) + border_taps(g) * ldo;
     wk.per_thread = padded_size(g) + P * ldo;  // a padded image, its output [P][ldo]
     return wk;
+  }
+
+  // Output rows whose windows reach into the vertical padding multiply its zeros by the kernel
+  // rows that land there. Those rows skip them: consecutive rows that keep the same kernel rows
+  // [p0, p1) form a run, and a run short of some gets its own copy of the taps it keeps, in the
+  // same (channel, kernel row, column) order, so every remaining product is summed in the order
+  // of a full row. (The input gradient runs as a forward over dY padded by k − 1 − p: a 3x3
+  // kernel's first and last two rows there are 1/13 of mnist-cnn's 32-to-64 input gradient.)
+  struct RowRun {
+    int64_t i0, i1;  // output rows
+    int64_t p0, p1;  // kernel rows on real input rows
+  };
+  static std::vector<RowRun> row_runs(const Conv2dGeometry& g) {
+    std::vector<RowRun> runs;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      // Kernel row p reads padded row i·sh + p·dh; the real rows are [ph, ph + h).
+      int64_t p0 = 0, p1 = g.kh;
+      while (p0 < p1 && i * g.sh + p0 * g.dh < g.ph) ++p0;
+      while (p1 > p0 && i * g.sh + (p1 - 1) * g.dh >= g.ph + g.h) --p1;
+      if (!runs.empty() && runs.back().p0 == p0 && runs.back().p1 == p1)
+        runs.back().i1 = i + 1;
+      else
+        runs.push_back({i, i + 1, p0, p1});
+    }
+    return runs;
+  }
+  // Taps kept by all the runs short of some kernel rows (their compacted wT has as many rows).
+  static int64_t border_taps(const Conv2dGeometry& g) {
+    int64_t taps = 0;
+    for (const RowRun& r : row_runs(g))
+      if (r.p1 - r.p0 < g.kh) taps += g.c * (r.p1 - r.p0) * g.kw;
+    return taps;
   }
   // A padded copy of one image's planes; none without padding (the image is its own).
   static int64_t padded_size(const Conv2dGeometry& g) {
@@ -688,22 +721,60 @@ struct DirectEngine {
     for (int64_t ci = 0, k = 0; ci < g.c; ++ci)
       for (int64_t p = 0; p < g.kh; ++p)
         for (int64_t q = 0; q < g.kw; ++q) koff[k++] = ci * plane + p * g.dh * wp + q * g.dw;
+    // The runs of rows and their taps: a full run uses wT and koff; one short of some kernel
+    // rows, its compacted copy of both (after the bias).
+    struct Taps {
+      const T* wT;
+      const int64_t* koff;
+      int64_t K;
+    };
+    const std::vector<RowRun> runs = row_runs(g);
+    std::vector<Taps> run_taps;
+    std::vector<int64_t> border_koff(size_t(border_taps(g)));
+    T* border_wT = wT + round_up(K * ldo + ldo, W);
+    for (int64_t r = 0, used = 0; r < int64_t(runs.size()); ++r) {
+      const RowRun& run = runs[size_t(r)];
+      if (run.p1 - run.p0 == g.kh) {
+        run_taps.push_back({wT, koff.data(), K});
+        continue;
+      }
+      const int64_t first = used;
+      for (int64_t ci = 0; ci < g.c; ++ci)
+        for (int64_t p = run.p0; p < run.p1; ++p)
+          for (int64_t q = 0; q < g.kw; ++q, ++used) {
+            const int64_t k = (ci * g.kh + p) * g.kw + q;
+            border_koff[size_t(used)] = koff[size_t(k)];
+            std::copy_n(wT + k * ldo, ldo, border_wT + used * ldo);
+          }
+      run_taps.push_back({border_wT + first * ldo, border_koff.data() + first, used - first});
+    }
     const int64_t img_in = g.c * g.h * g.w;
-    // Output rows [i0, i1) of one image (padded input src) into yT [P][ldo]: each row's sums
-    // run in the same order whichever thread computes it.
-    auto rows = [&](const T* src, T* yT, int64_t i0, int64_t i1) {
+    // Output rows [i0, i1) of one run's taps (padded input src) into yT [P][ldo]: each row's
+    // sums run in the same order whichever thread computes it.
+    auto run_rows = [&](const Taps& t, const T* src, T* yT, int64_t i0, int64_t i1) {
+      if (t.K == 0) {  // every kernel row on padding: the bias alone
+        for (int64_t px = i0 * g.ow; px < i1 * g.ow; ++px)
+          for (int64_t o = 0; o < ldo; ++o) yT[px * ldo + o] = bias ? bp[o] : T(0);
+        return;
+      }
       for (int64_t v0 = 0, ov; v0 < ldo / W; v0 += ov) {
         ov = conv_tiles::tile_vectors(ldo / W, v0);
         const int64_t o0 = v0 * W;
         const int64_t kc =
-            std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, K);
-        for (int64_t k0 = 0; k0 < K; k0 += kc) {
-          const int64_t kn = std::min(kc, K - k0);
+            std::clamp<int64_t>(kWeightChunkBytes / (ov * W * int64_t(sizeof(T))), 16, t.K);
+        for (int64_t k0 = 0; k0 < t.K; k0 += kc) {
+          const int64_t kn = std::min(kc, t.K - k0);
           for (int64_t i = i0; i < i1; ++i)
             conv_tiles::direct_row<T, SW>(
-                int(ov), g.ow, wT + k0 * ldo + o0, ldo, src + i * g.sh * wp, koff.data() + k0, kn,
+                int(ov), g.ow, t.wT + k0 * ldo + o0, ldo, src + i * g.sh * wp, t.koff + k0, kn,
                 bias ? bp + o0 : nullptr, k0 > 0, yT + i * g.ow * ldo + o0);
         }
+      }
+    };
+    auto rows = [&](const T* src, T* yT, int64_t i0, int64_t i1) {
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const int64_t a = std::max(i0, runs[r].i0), b = std::min(i1, runs[r].i1);
+        if (a < b) run_rows(run_taps[r], src, yT, a, b);
       }
     };
     // Too few images for the threads (batch 1): one image at a time, its rows split.
