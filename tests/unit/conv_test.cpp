@@ -280,6 +280,36 @@ TEST(Conv2d, AutoRunsLeNetsSecondForwardOnOneDnnFromBatchSixteen) {
 }
 
 // Only the gradients that are asked for are computed, and the rest stay undefined.
+// The direct engine streams an output of more than 8 MiB to memory with non-temporal stores of
+// whole aligned vectors (the rest as before): planes of 1023 pixels leave most rows unaligned and
+// 33 channels a partial vector, so every kind of store runs. Against the float64 sums, poisoned
+// memory showing where nothing was written, and the fused ReLU the unfused pair's bit for bit.
+TEST(Conv2d, DirectEngineStreamsAnOutputBeyondTheCaches) {
+  if (!cpu::conv_has_tile_engines()) GTEST_SKIP() << "no tile engines in these CPU kernels";
+  set_poison_allocations(true);
+  cpu::set_conv_engine(cpu::ConvEngine::Direct);
+  for (DType dtype : {DType::F32, DType::F64}) {
+    const int64_t n = dtype == DType::F32 ? 68 : 35;  // 9.2 and 9.5 MB of output
+    const Geo g{n, 2, 31, 33, 33, 3, 3, {1, 1}, {1, 1}, {1, 1}};
+    SCOPED_TRACE(describe(g) + " " + dtype_name(dtype));
+    Generator gen(21);
+    Tensor x = Tensor::normal({g.n, g.c, g.h, g.w}, 0, 1, DType::F64, Device::cpu(), &gen);
+    Tensor w = Tensor::normal({g.o, g.c, g.kh, g.kw}, 0, 1, DType::F64, Device::cpu(), &gen);
+    Tensor b = Tensor::normal({g.o}, 0, 1, DType::F64, Device::cpu(), &gen);
+    const int64_t runs = cpu::conv_engine_runs(0, cpu::ConvEngine::Direct);
+    Tensor y = conv2d(x.to(dtype), w.to(dtype), b.to(dtype), g.stride, g.padding);
+    EXPECT_GT(cpu::conv_engine_runs(0, cpu::ConvEngine::Direct), runs);
+    ASSERT_GT(y.numel() * int64_t(dtype_size(dtype)), int64_t(8) << 20);
+    Reference r = reference(g, x.to_double_vector(), w.to_double_vector(), b.to_double_vector(),
+                            std::vector<double>(size_t(y.numel()), 0.0));
+    EXPECT_LT(rel_err(y.to_double_vector(), r.y), dtype == DType::F32 ? 1e-6 : 1e-14);
+    Tensor fused = conv2d_relu(x.to(dtype), w.to(dtype), b.to(dtype), g.stride, g.padding);
+    EXPECT_EQ(fused.to_double_vector(), relu(y).to_double_vector());
+  }
+  cpu::set_conv_engine(cpu::ConvEngine::Auto);
+  set_poison_allocations(false);
+}
+
 TEST(Conv2d, GradientsOnlyWhereRequired) {
   Tensor x = Tensor::normal({2, 3, 6, 6});
   Tensor w = Tensor::normal({4, 3, 3, 3}).set_requires_grad();

@@ -31,6 +31,7 @@ struct Simd<float> {
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   // relu_value per lane, v < 0 ? 0 : v: max(a, b) is a > b ? a : b, so max(0, v) returns v when
@@ -57,6 +58,7 @@ struct Simd<double> {
   static V set1(double x) { return _mm512_set1_pd(x); }
   static V load(const double* p) { return _mm512_loadu_pd(p); }
   static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static void stream(double* p, V v) { _mm512_stream_pd(p, v); }
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static V relu(V v) { return _mm512_max_pd(zero(), v); }  // as Simd<float>::relu
@@ -88,6 +90,7 @@ struct Simd<float> {
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   // max(a, b) is a > b ? a : b here too: NaN and −0 pass, as relu_value.
@@ -117,6 +120,7 @@ struct Simd<double> {
   static V set1(double x) { return _mm256_set1_pd(x); }
   static V load(const double* p) { return _mm256_loadu_pd(p); }
   static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static void stream(double* p, V v) { _mm256_stream_pd(p, v); }
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V relu(V v) { return _mm256_max_pd(zero(), v); }  // as Simd<float>::relu
