@@ -129,8 +129,11 @@ struct ExplainResult {
   // Per-phase totals (per step).
   double forward_s = 0, backward_s = 0, engine_s = 0, optimizer_s = 0, copy_s = 0, sync_s = 0;
   double other_s = 0;
-  double overhead_est_s = 0;     // kernel calls × the device's per-op cost (included in the rows)
-  double contention = 1;         // host_contention() just before profiling: 1 on a quiet host
+  double overhead_est_s = 0;  // kernel calls × the device's per-op cost (included in the rows)
+  double contention = 1;      // host_contention() just before profiling: 1 on a quiet host
+  // Whether the CPU threads shared a cache just before and just after profiling (not measured
+  // on one thread or a GPU).
+  CacheSharing cache_sharing_start, cache_sharing_end;
   std::optional<DataCost> data;  // ExplainOptions::data's cost, when one was named
 };
 

@@ -106,6 +106,33 @@ DevicePeaks peaks_for(Device device);
 // report it beside their figures.
 double host_contention(double seconds = 0.3);
 
+// Whether the CPU threads pass data to each other through a shared cache right now. A virtual
+// machine's host decides where its vCPUs run and moves them: on a 2-vCPU AMD EPYC (Zen 4) the two
+// shared an L3 part of the time and sat in different core complexes, each with an L3 of its own,
+// the rest, switching every minute or so. Apart, every operand that one thread wrote and the
+// other reads crosses between the complexes: a step split over the threads then pulls its
+// tensors across several times, and a small one runs far slower than on one thread (the mlp at
+// batch 1: about 1 ms on two threads against 0.16 ms on one; 0.13 ms on two when they shared).
+struct CacheSharing {
+  bool measured = false;         // false with fewer than two threads
+  double own_bytes_per_s = 0;    // a thread reading back the block it just wrote
+  double cross_bytes_per_s = 0;  // a thread reading the block the other thread just wrote
+  // cross / own: about 1 when the threads share the cache that holds the blocks, well below
+  // when the block has to come from another core's cache.
+  double ratio() const { return own_bytes_per_s > 0 ? cross_bytes_per_s / own_bytes_per_s : 1; }
+  bool shared() const;
+  // "shared (a thread reads the other's data at 0.95x its own rate)" or "apart (...)".
+  std::string describe() const;
+};
+// Below this ratio the threads are taken to be apart (seen on the EPYC: 0.32-0.41 apart, 0.74-1.0
+// shared).
+inline constexpr double kSharedCacheRatio = 0.6;
+// Times the first two threads of the pool, each writing a block larger than a core's own caches
+// and then reading its own block and the other's (the fastest of a few rounds; about a
+// millisecond). Not measured (measured = false) with fewer than two threads or inside a
+// parallel region.
+CacheSharing measure_cache_sharing();
+
 // The cache file used (see above), and reading/writing one entry (for tests and tools).
 std::string peaks_cache_path();
 void save_peaks(const DevicePeaks& peaks, const std::string& path);

@@ -14,6 +14,7 @@
 #include "bench/gnuplot.h"
 #include "bench/subprocess.h"
 #include "freight/error.h"
+#include "freight/peaks.h"
 
 namespace freight::bench {
 
@@ -60,6 +61,20 @@ std::string ratio_cell(double v) {
 }
 std::string percent_cell(double v) {
   return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : "";
+}
+
+// ", caches apart" (at start and end), ", caches apart at the start" or "... at the end" for a
+// row whose threads did not share a cache then (bench.cpp's "cache_sharing": the ratios of
+// freight::measure_cache_sharing); "" otherwise.
+std::string caches_apart_note(const json& row) {
+  auto it = row.find("cache_sharing");
+  if (it == row.end() || !it->is_object()) return "";
+  const bool start = num(*it, "start") < kSharedCacheRatio,
+             end = num(*it, "end") < kSharedCacheRatio;
+  return start && end ? ", caches apart"
+         : start      ? ", caches apart at the start"
+         : end        ? ", caches apart at the end"
+                      : "";
 }
 
 std::string md_escape(std::string s) {
@@ -178,6 +193,16 @@ std::string markdown_report(const json& doc) {
                       str(doc, "started_at"));
   }
 
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const json& r) { return !caches_apart_note(r).empty(); }))
+    md += fmt::format(
+        "- \"caches apart\": at the start or end of the row (or both) the threads did not share "
+        "a cache (freight::measure_cache_sharing: a thread read the data the other had just "
+        "written at under {}x the rate it read its own). A virtual machine's host moves its vCPUs "
+        "apart and back; work split over the threads then crosses between caches, and small "
+        "steps run slower on all threads than on one\n",
+        kSharedCacheRatio);
+
   // ---- the table ----
   std::vector<std::string> head = {"model",
                                    "batch",
@@ -201,9 +226,9 @@ std::string markdown_report(const json& doc) {
   md += "\n";
   std::vector<std::string> skipped;
   for (const json& r : rows) {
-    std::vector<std::string> c = {str(r, "model"), fmt::format("{}", int64_t(num(r, "batch_size"))),
-                                  str(r, "device"),
-                                  is_cpu(r) ? fmt::format("{}", int(num(r, "threads"))) : "-"};
+    std::vector<std::string> c = {
+        str(r, "model"), fmt::format("{}", int64_t(num(r, "batch_size"))), str(r, "device"),
+        is_cpu(r) ? fmt::format("{}", int(num(r, "threads"))) + caches_apart_note(r) : "-"};
     if (ok(r)) {
       c.push_back(fmt::format("{} ({}-{})", cell(num(r, "median_ms")), cell(num(r, "min_ms")),
                               cell(num(r, "max_ms"))));

@@ -245,6 +245,7 @@ ExplainResult explain(const ExplainOptions& o) {
 
   if (!o.data.empty()) res.data = measure_data_cost(o.data, spec, res.batch_size, o.seed);
   res.contention = host_contention(0.1);
+  if (res.device.is_cpu()) res.cache_sharing_start = measure_cache_sharing();
   StepProfiler prof(res.device, row_of, untagged);
   std::vector<StepTimes> steps;
   std::vector<double> plain;
@@ -264,6 +265,7 @@ ExplainResult explain(const ExplainOptions& o) {
     // interleaved, so both kinds see the same load from elsewhere.
     plain.push_back(step(nullptr, nullptr));
   }
+  if (res.device.is_cpu()) res.cache_sharing_end = measure_cache_sharing();
   res.steps_measured = int(steps.size());
   // The faster half (at least one): a step slowed by another process's burst says nothing about
   // this model.

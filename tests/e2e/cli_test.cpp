@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/test_util.h"
 #include "freight/device.h"
@@ -113,6 +114,22 @@ TEST_F(Cli, DevicesListsTheCpu) {
   CliRun r = freight_cli("devices");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("cpu"), std::string::npos) << r.output;
+}
+
+// With two threads or more, `freight devices` says whether they share a cache now, and the reading
+// behind the verdict.
+TEST_F(Cli, DevicesSaysWhetherTheThreadsShareACache) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread";
+  CliRun r = freight_cli("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const bool shared = r.output.find(
+                          "cache between threads: shared (a thread reads the other's "
+                          "data at ") != std::string::npos;
+  const bool apart = r.output.find(
+                         "cache between threads: apart (a thread reads the other's "
+                         "data at ") != std::string::npos;
+  EXPECT_TRUE(shared != apart) << r.output;
+  if (apart) EXPECT_NE(r.output.find("--threads 1"), std::string::npos) << r.output;
 }
 
 // `freight devices` says which CPU kernels run; FREIGHT_CPU_ISA picks them, and a level that is

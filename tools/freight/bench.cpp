@@ -523,8 +523,14 @@ class Sweep {
     try {
       set_num_threads(threads);
       r["build"] = build_info();
+      // Whether the threads shared a cache at the row's start and end (freight/peaks.h): a
+      // virtual machine's host can move its vCPUs apart and back between rows and within one.
+      const CacheSharing start = dev.is_cpu() ? measure_cache_sharing() : CacheSharing();
       bench::FreightMeasurement m = bench::measure_freight(spec, batch, dev, threads, plan_.timing,
                                                            !freight_latency_.count(key));
+      if (start.measured)
+        if (const CacheSharing end = measure_cache_sharing(); end.measured)
+          r["cache_sharing"] = {{"start", start.ratio()}, {"end", end.ratio()}};
       r["first_step_ms"] = 1e3 * m.step.first_step_s;
       if (m.step.skipped) {
         r["status"] = "skipped";

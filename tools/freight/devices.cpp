@@ -210,6 +210,11 @@ void add_devices(CLI::App& app) {
           runs += (runs.empty() ? "" : ", ") + level;
         fmt::print("         CPU kernels: {} ({}; this CPU runs: {})\n", cpu_kernel_isa(),
                    cpu_kernel_isa_reason(), runs);
+        if (const CacheSharing c = measure_cache_sharing(); c.measured)
+          fmt::print("         cache between threads: {}{}\n", c.describe(),
+                     c.shared() ? ""
+                                : "; now small steps split over the threads can run slower "
+                                  "than on one (--threads 1)");
       } else {
         fmt::print(
             "{:<8} {}\n         compute capability {}, {} multiprocessors, {} memory ({} "

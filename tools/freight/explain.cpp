@@ -64,6 +64,17 @@ void print_header(const ExplainResult& r) {
       ms(r.step_s), ms(r.unprofiled_step_s),
       r.unprofiled_step_s > 0 ? 100 * (r.step_s / r.unprofiled_step_s - 1) : 0.0, r.steps_measured,
       r.steps_kept);
+  const CacheSharing& a = r.cache_sharing_start;
+  const CacheSharing& b = r.cache_sharing_end;
+  if (a.measured && b.measured && !(a.shared() && b.shared()))
+    fmt::print(
+        "note: the threads did not share a cache {} (a thread read the other's data at {:.2f}x "
+        "then {:.2f}x its own rate): the step's split work crossed between caches and ran "
+        "slower than it can (freight devices tells whether they do now)\n\n",
+        !a.shared() && !b.shared() ? "while the steps ran"
+        : !a.shared()              ? "when profiling started"
+                                   : "when profiling ended",
+        a.ratio(), b.ratio());
 }
 
 void print_table(const ExplainResult& r, int top) {
@@ -328,6 +339,12 @@ nlohmann::json to_json(const ExplainResult& r) {
                       {"device", r.device.str()},
                       {"device_name", r.peaks.name},
                       {"build", r.peaks.build},
+                      {"cache_sharing_start", r.cache_sharing_start.measured
+                                                  ? nlohmann::json(r.cache_sharing_start.ratio())
+                                                  : nlohmann::json()},
+                      {"cache_sharing_end", r.cache_sharing_end.measured
+                                                ? nlohmann::json(r.cache_sharing_end.ratio())
+                                                : nlohmann::json()},
                       {"batch_size", r.batch_size},
                       {"optimizer", r.optimizer},
                       {"step_s", r.step_s},
