@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "freight/peaks.h"
@@ -58,7 +59,8 @@ CacheSharing measure_cache_sharing() {
   CacheSharing r;
   if (omp_in_parallel() || num_threads() < 2 || omp_get_num_procs() < 2) return r;
   const int64_t words = kBlockBytes / int64_t(sizeof(uint64_t));
-  std::vector<uint64_t> blocks(size_t(2 * words));
+  // Not zeroed: every round writes both blocks before reading them.
+  std::unique_ptr<uint64_t[]> blocks(new uint64_t[size_t(2 * words)]);
   // own[t][round], cross[t][round]: each thread's read times.
   std::vector<double> own(2 * kRounds), cross(2 * kRounds);
   uint64_t sums[2] = {0, 0};  // each thread's, read after the region so the reads are kept
@@ -69,8 +71,8 @@ CacheSharing measure_cache_sharing() {
 #pragma omp single
     team = omp_get_num_threads();
     if (team == 2) {
-      uint64_t* mine = blocks.data() + t * words;
-      const uint64_t* other = blocks.data() + (1 - t) * words;
+      uint64_t* mine = blocks.get() + t * words;
+      const uint64_t* other = blocks.get() + (1 - t) * words;
       for (int round = 0; round < kRounds; ++round) {
         write_block(mine, words, uint64_t(round));
 #pragma omp barrier

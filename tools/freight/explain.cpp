@@ -68,13 +68,11 @@ void print_header(const ExplainResult& r) {
   const CacheSharing& b = r.cache_sharing_end;
   if (a.measured && b.measured && !(a.shared() && b.shared()))
     fmt::print(
-        "note: the threads did not share a cache {} (a thread read the other's data at {:.2f}x "
-        "then {:.2f}x its own rate): the step's split work crossed between caches and ran "
-        "slower than it can (freight devices tells whether they do now)\n\n",
-        !a.shared() && !b.shared() ? "while the steps ran"
-        : !a.shared()              ? "when profiling started"
-                                   : "when profiling ended",
-        a.ratio(), b.ratio());
+        "note: the threads did not share a cache at the start or the end of profiling (a thread "
+        "read the other's data at {:.2f}x, then {:.2f}x its own rate; apart below {}x): the "
+        "step's split work crossed between caches and ran slower than it can (freight devices "
+        "tells whether they do now)\n\n",
+        a.ratio(), b.ratio(), kSharedCacheRatio);
 }
 
 void print_table(const ExplainResult& r, int top) {
