@@ -193,8 +193,11 @@ std::string markdown_report(const json& doc) {
                       str(doc, "started_at"));
   }
 
+  const auto torch_apart = [](const json& r) {
+    return r.contains("pytorch") && !caches_apart_note(r["pytorch"]).empty();
+  };
   if (std::any_of(rows.begin(), rows.end(),
-                  [](const json& r) { return !caches_apart_note(r).empty(); }))
+                  [&](const json& r) { return !caches_apart_note(r).empty() || torch_apart(r); }))
     md += fmt::format(
         "- \"caches apart\": at the start or end of the row (or both) the threads did not share "
         "a cache (freight::measure_cache_sharing: a thread read the data the other had just "
@@ -202,6 +205,20 @@ std::string markdown_report(const json& doc) {
         "apart and back; work split over the threads then crosses between caches, and small "
         "steps run slower on all threads than on one\n",
         kSharedCacheRatio);
+  if (const double given = num(s, "rerun_apart"); std::isfinite(given) && given > 0) {
+    const int reruns = int(given);
+    int rerun_rows = 0;
+    for (const json& r : rows)
+      for (const json* x : {&r, r.contains("pytorch") ? &r["pytorch"] : nullptr})
+        if (x && x->contains("cache_sharing") && num((*x)["cache_sharing"], "runs") > 1)
+          ++rerun_rows;
+    md += fmt::format(
+        "- --rerun-apart {}: a CPU row on two threads or more, Freight's or PyTorch's, whose "
+        "threads did not share a cache at its start or end was run again, up to {} more times, "
+        "each after waiting up to 30 s for them to share one; {} row{} took more than one run "
+        "(\"runs\" in the JSON); a row still marked apart never had a shared run\n",
+        reruns, reruns, rerun_rows, rerun_rows == 1 ? "" : "s");
+  }
 
   // ---- the table ----
   std::vector<std::string> head = {"model",
@@ -253,7 +270,7 @@ std::string markdown_report(const json& doc) {
         const json& p = r["pytorch"];
         c.push_back(fmt::format("{} ({}-{})", cell(num(p, "median_ms")), cell(num(p, "min_ms")),
                                 cell(num(p, "max_ms"))));
-        c.push_back(str(p, "config"));
+        c.push_back(str(p, "config") + caches_apart_note(p));
         c.push_back(cell(num(p, "latency_ms")));
         c.push_back(std::isfinite(num(p, "peak_memory_bytes"))
                         ? format_bytes(num(p, "peak_memory_bytes"))
@@ -283,8 +300,9 @@ std::string markdown_report(const json& doc) {
       if (!r.contains("pytorch") || !r["pytorch"].contains("median_ms")) continue;
       const json& p = r["pytorch"];
       md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", str(r, "model"),
-                        int64_t(num(r, "batch_size")), device_title(r), cell(num(r, "median_ms")),
-                        cell(num(p, "median_ms")), str(p, "config"),
+                        int64_t(num(r, "batch_size")), device_title(r) + caches_apart_note(r),
+                        cell(num(r, "median_ms")), cell(num(p, "median_ms")),
+                        str(p, "config") + caches_apart_note(p),
                         ratio_cell(num(p, "freight_over_pytorch")), ratio_cell(num(p, "speedup")));
     }
   }

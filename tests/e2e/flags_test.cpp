@@ -120,6 +120,8 @@ const BadFlag kBadFlags[] = {
     {kBench, "--min-rounds", "0", "--min-rounds"},
     {kBench, "--max-step-seconds", "-1", "--max-step-seconds"},
     {kBench, "--max-step-seconds", "nan", "--max-step-seconds"},
+    {kBench, "--rerun-apart", "-1", "--rerun-apart"},
+    {kBench, "--rerun-apart", "1000", "--rerun-apart"},
     // explain
     {kExplain, "-b", "0", "--batch-size"},
     {kExplain, "--batch-size", "-1", "--batch-size"},

@@ -1,12 +1,15 @@
-// Whether the CPU threads share a cache (freight::measure_cache_sharing, freight/peaks.h), and how
-// `freight bench` marks the rows measured while they did not (src/bench/report.cpp).
+// Whether the CPU threads share a cache (freight::measure_cache_sharing, freight/peaks.h), how
+// `freight bench` reruns the rows measured while they did not (src/bench/cache_reruns.h) and how
+// it marks those still apart (src/bench/report.cpp).
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "bench/cache_reruns.h"
 #include "bench/report.h"
 #include "freight/peaks.h"
 #include "freight/runtime.h"
@@ -59,6 +62,77 @@ TEST(CacheSharing, MeasuredOnTwoThreadsOnlyAndOutsideParallelRegions) {
   set_num_threads(saved);
 }
 
+// A probe that returns the readings given, in order (then the last again), and counts its calls.
+struct ScriptedProbe {
+  std::vector<CacheSharing> readings;
+  size_t calls = 0;
+  CacheSharing operator()() {
+    const CacheSharing c = readings.at(std::min(calls, readings.size() - 1));
+    ++calls;
+    return c;
+  }
+};
+
+bench::RerunOptions quick_reruns(int reruns) {
+  bench::RerunOptions o;
+  o.reruns = reruns;
+  o.wait_seconds = 0.05;
+  o.poll_seconds = 0.001;
+  return o;
+}
+
+TEST(CacheReruns, ARunWhileApartIsRepeatedUntilSharedOrTheRerunsRunOut) {
+  const CacheSharing apart = sharing(60e9, 21e9), together = sharing(80e9, 72e9);
+  int runs = 0;
+  const auto run = [&] { ++runs; };
+  {  // shared around the first run: one run, one reading either side
+    ScriptedProbe probe{{together, together}};
+    const bench::SharedRun r =
+        bench::run_with_shared_caches(quick_reruns(3), run, [&] { return probe(); });
+    EXPECT_EQ(r.runs, 1);
+    EXPECT_EQ(runs, 1);
+    EXPECT_EQ(probe.calls, 2u);
+    EXPECT_FALSE(r.apart());
+  }
+  {  // apart at the end of the first run; the wait sees shared; the rerun stays shared
+    runs = 0;
+    ScriptedProbe probe{{together, apart, apart, together, together}};
+    const bench::SharedRun r =
+        bench::run_with_shared_caches(quick_reruns(3), run, [&] { return probe(); });
+    EXPECT_EQ(r.runs, 2);
+    EXPECT_EQ(runs, 2);
+    EXPECT_FALSE(r.apart());
+    EXPECT_TRUE(r.start.shared() && r.end.shared());
+  }
+  {  // apart throughout: the first run and three reruns, the last kept and still apart
+    runs = 0;
+    ScriptedProbe probe{{apart}};
+    const bench::SharedRun r =
+        bench::run_with_shared_caches(quick_reruns(3), run, [&] { return probe(); });
+    EXPECT_EQ(r.runs, 4);
+    EXPECT_EQ(runs, 4);
+    EXPECT_TRUE(r.apart());
+  }
+  {  // no reruns asked for: one run, marked apart
+    runs = 0;
+    ScriptedProbe probe{{apart}};
+    const bench::SharedRun r =
+        bench::run_with_shared_caches(quick_reruns(0), run, [&] { return probe(); });
+    EXPECT_EQ(r.runs, 1);
+    EXPECT_TRUE(r.apart());
+  }
+  {  // nothing measured (one thread, a GPU row): one run, no reading after it
+    runs = 0;
+    ScriptedProbe probe{{CacheSharing()}};
+    const bench::SharedRun r =
+        bench::run_with_shared_caches(quick_reruns(3), run, [&] { return probe(); });
+    EXPECT_EQ(r.runs, 1);
+    EXPECT_EQ(probe.calls, 1u);
+    EXPECT_FALSE(r.end.measured);
+    EXPECT_FALSE(r.apart());
+  }
+}
+
 nlohmann::json report_doc(const nlohmann::json& rows) {
   return {{"freight", {{"version", "test"}, {"build", "test"}}},
           {"devices", nlohmann::json::array({{{"device", "cpu"}, {"description", "test cpu"}}})},
@@ -102,6 +176,30 @@ TEST(BenchReport, RowsRunWhileTheThreadsWereApartAreMarked) {
   // No row apart: no legend.
   const std::string quiet = bench::markdown_report(report_doc(json::array({rows[0], rows[1]})));
   EXPECT_EQ(quiet.find("caches apart"), std::string::npos) << quiet;
+}
+
+TEST(BenchReport, PyTorchRowsApartAreMarkedAndRerunsCounted) {
+  using nlohmann::json;
+  json rerun = cpu_row("rerun", 2, {{"start", 0.9}, {"end", 0.95}, {"runs", 2}});
+  rerun["pytorch"] = {
+      {"status", "ok"},   {"config", "2 threads, eager"},
+      {"median_ms", 2.0}, {"min_ms", 1.9},
+      {"max_ms", 2.1},    {"freight_over_pytorch", 0.5},
+      {"speedup", 2.0},   {"cache_sharing", {{"start", 0.35}, {"end", 0.9}, {"runs", 4}}}};
+  json doc = report_doc(json::array({rerun}));
+  doc["settings"]["rerun_apart"] = 3;
+  const std::string md = bench::markdown_report(doc);
+  // In the table of all rows and in the one against PyTorch.
+  const std::string cell = "| 2 threads, eager, caches apart at the start |";
+  const size_t first = md.find(cell);
+  ASSERT_NE(first, std::string::npos) << md;
+  EXPECT_NE(md.find(cell, first + 1), std::string::npos) << md;
+  EXPECT_NE(md.find("- \"caches apart\":"), std::string::npos) << md;
+  EXPECT_NE(md.find("--rerun-apart 3: "), std::string::npos) << md;
+  EXPECT_NE(md.find("2 rows took more than one run"), std::string::npos) << md;
+  // Without --rerun-apart the report says nothing of reruns.
+  doc["settings"].erase("rerun_apart");
+  EXPECT_EQ(bench::markdown_report(doc).find("--rerun-apart"), std::string::npos);
 }
 
 }  // namespace

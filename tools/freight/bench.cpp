@@ -35,6 +35,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/cache_reruns.h"
 #include "bench/gnuplot.h"
 #include "bench/report.h"
 #include "bench/subprocess.h"
@@ -84,6 +85,7 @@ struct Options {
   std::optional<double> seconds;  // unset: 1, or 0.25 with --quick
   double max_step_seconds = 2.5;
   int min_rounds = 3;
+  int rerun_apart = 0;  // reruns of a row timed while the threads' caches were apart
 };
 
 std::vector<std::string> split(const std::string& s, char sep = ',') {
@@ -525,12 +527,17 @@ class Sweep {
       r["build"] = build_info();
       // Whether the threads shared a cache at the row's start and end (freight/peaks.h): a
       // virtual machine's host can move its vCPUs apart and back between rows and within one.
-      const CacheSharing start = dev.is_cpu() ? measure_cache_sharing() : CacheSharing();
-      bench::FreightMeasurement m = bench::measure_freight(spec, batch, dev, threads, plan_.timing,
-                                                           !freight_latency_.count(key));
-      if (start.measured)
-        if (const CacheSharing end = measure_cache_sharing(); end.measured)
-          r["cache_sharing"] = {{"start", start.ratio()}, {"end", end.ratio()}};
+      bench::FreightMeasurement m;
+      int tries = 0;
+      const bench::SharedRun sr = bench::run_with_shared_caches(
+          reruns(),
+          [&] {
+            rerun_notice(tries++ > 0);
+            m = bench::measure_freight(spec, batch, dev, threads, plan_.timing,
+                                       !freight_latency_.count(key));
+          },
+          dev.is_cpu() ? std::function<CacheSharing()>() : [] { return CacheSharing(); });
+      if (sr.end.measured) r["cache_sharing"] = cache_sharing_json(sr);
       r["first_step_ms"] = 1e3 * m.step.first_step_s;
       if (m.step.skipped) {
         r["status"] = "skipped";
@@ -579,6 +586,22 @@ class Sweep {
     return rows_.size() - 1;
   }
 
+  bench::RerunOptions reruns() const {
+    bench::RerunOptions r;
+    r.reruns = o_.rerun_apart;
+    return r;
+  }
+  // Printed before a rerun, on the row's progress line.
+  static void rerun_notice(bool again) {
+    if (!again) return;
+    fmt::print(stderr, "caches apart, again: ");
+    std::fflush(stderr);
+  }
+  // The readings of the run kept ("start", "end": freight::CacheSharing::ratio) and the runs.
+  static json cache_sharing_json(const bench::SharedRun& sr) {
+    return {{"start", sr.start.ratio()}, {"end", sr.end.ratio()}, {"runs", sr.runs}};
+  }
+
   const json& device_json(Device dev) const {
     for (const json& d : doc_["devices"])
       if (d.value("device", "") == dev.str()) return d;
@@ -609,7 +632,18 @@ class Sweep {
       std::string key = spec.name + "/" + c.label;
       fmt::print(stderr, "        pytorch {}: ", c.label);
       std::fflush(stderr);
-      json p = run_torch(c, spec, batch, o_, plan_.timing, !torch_latency_.count(key));
+      // PyTorch's rows on two threads or more get the same readings and reruns as Freight's.
+      json p;
+      int tries = 0;
+      const bench::SharedRun sr = bench::run_with_shared_caches(
+          reruns(),
+          [&] {
+            rerun_notice(tries++ > 0);
+            p = run_torch(c, spec, batch, o_, plan_.timing, !torch_latency_.count(key));
+          },
+          c.device == "cpu" && c.threads >= 2 ? std::function<CacheSharing()>()
+                                              : [] { return CacheSharing(); });
+      if (sr.end.measured) p["cache_sharing"] = cache_sharing_json(sr);
       if (p.contains("latency_ms")) torch_latency_[key] = p["latency_ms"].get<double>();
       if (p["status"] == "ok")
         fmt::print(
@@ -650,9 +684,9 @@ class Sweep {
         pt["reason"] = results.front().value("reason", results.front().value("error", ""));
     } else {
       pt["status"] = "ok";
-      for (const char* k :
-           {"config", "blas_flavour", "threads", "blas_threads", "compile", "version", "median_ms",
-            "min_ms", "max_ms", "rounds", "steps_per_round", "warmup_steps", "peak_memory_bytes"})
+      for (const char* k : {"config", "blas_flavour", "threads", "blas_threads", "compile",
+                            "version", "median_ms", "min_ms", "max_ms", "rounds", "steps_per_round",
+                            "warmup_steps", "peak_memory_bytes", "cache_sharing"})
         if (best.contains(k)) pt[k] = best[k];
       double p = best["median_ms"].get<double>();
       pt["samples_per_s"] = row["batch_size"].get<double>() / p * 1e3;
@@ -747,6 +781,13 @@ void add_bench(CLI::App& app) {
                   "processes of this host (mpirun) and report steps/s against one process and "
                   "freight plan's prediction")
       ->check(list_in_range(limits::nproc));
+  cmd->add_option("--rerun-apart", o->rerun_apart,
+                  "Rerun a CPU row on two threads or more, Freight's or PyTorch's, up to N more "
+                  "times while the threads did not share a cache at its start or end (a virtual "
+                  "machine's host moving its vCPUs; see freight devices), waiting up to 30 s for "
+                  "a shared reading before each rerun; the row keeps its last run")
+      ->capture_default_str()
+      ->check(in_range(IntRange{0, 100}));
   cmd->add_flag("--no-plots", o->no_plots, "Do not run gnuplot");
   cmd->add_flag("--remeasure-peaks", o->remeasure_peaks,
                 "Measure the devices' peaks now instead of using the peaks cache");
@@ -805,6 +846,7 @@ void add_bench(CLI::App& app) {
                        {"latency_seconds", timing.latency_seconds},
                        {"max_step_seconds", timing.max_step_seconds},
                        {"quick", o->quick},
+                       {"rerun_apart", o->rerun_apart},
                        {"vs", o->vs}};
     for (const auto& s : plan.specs) doc["settings"]["models"].push_back(s.name);
     doc["devices"] = json::array();
