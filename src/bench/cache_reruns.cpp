@@ -1,24 +1,30 @@
 #include "bench/cache_reruns.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 namespace freight::bench {
 
-bool SharedRun::apart() const {
-  return (start.measured && !start.shared()) || (end.measured && !end.shared());
-}
-
-SharedRun run_with_shared_caches(const RerunOptions& o, const std::function<void()>& run,
+SharedRun run_with_shared_caches(const RerunOptions& o,
+                                 const std::function<void(const ReadNow& read_now)>& run,
                                  const std::function<CacheSharing()>& probe) {
   const auto read = [&] { return probe ? probe() : measure_cache_sharing(); };
   SharedRun r;
+  const auto note = [&](const CacheSharing& c) {
+    if (c.measured) r.lowest = std::min(r.lowest, c.ratio());
+  };
   r.start = read();
   for (;;) {
-    run();
+    r.lowest = 1;
+    note(r.start);
+    run([&] {
+      if (r.start.measured) note(read());
+    });
     ++r.runs;
     if (!r.start.measured) return r;
     r.end = read();
+    note(r.end);
     if (!r.apart() || r.runs > o.reruns) return r;
     // Wait for the host to put the threads back together before the next run.
     using clock = std::chrono::steady_clock;

@@ -14,9 +14,12 @@ namespace freight::bench {
 // The readings around the run that was kept, and how many runs the row took.
 struct SharedRun {
   CacheSharing start, end;
+  // The lowest ratio (CacheSharing::ratio) read during the kept run, its start and end included;
+  // 1 when nothing was read.
+  double lowest = 1;
   int runs = 0;
-  // Whether a reading was taken and either said apart.
-  bool apart() const;
+  // Whether a reading said apart.
+  bool apart() const { return lowest < kSharedCacheRatio; }
 };
 
 struct RerunOptions {
@@ -26,11 +29,14 @@ struct RerunOptions {
 };
 
 // Runs `run` with a cache-sharing reading from `probe` (measure_cache_sharing by default) before
-// and after it. While a reading said apart and reruns are left, waits (polling `probe`) until
-// it says shared or `wait_seconds` pass, and runs `run` again; the last run's readings are
-// returned. With an unmeasured first reading (one thread) `run` runs once and nothing is read
-// after it.
-SharedRun run_with_shared_caches(const RerunOptions& o, const std::function<void()>& run,
+// and after it; `run` is handed `read_now`, which takes one more reading (between a row's timed
+// rounds: the host can move the vCPUs within a row). While a reading said apart and reruns are
+// left, waits (polling `probe`) until it says shared or `wait_seconds` pass, and runs `run`
+// again; the last run's readings are returned. With an unmeasured first reading (one thread)
+// `run` runs once and nothing more is read.
+using ReadNow = std::function<void()>;
+SharedRun run_with_shared_caches(const RerunOptions& o,
+                                 const std::function<void(const ReadNow& read_now)>& run,
                                  const std::function<CacheSharing()>& probe = {});
 
 }  // namespace freight::bench

@@ -63,17 +63,20 @@ std::string percent_cell(double v) {
   return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : "";
 }
 
-// ", caches apart" (at start and end), ", caches apart at the start" or "... at the end" for a
-// row whose threads did not share a cache then (bench.cpp's "cache_sharing": the ratios of
-// freight::measure_cache_sharing); "" otherwise.
+// ", caches apart" (at start and end), ", caches apart at the start", "... at the end" or
+// "... within the row" (between its timed rounds only) for a row whose threads did not share a
+// cache then (bench.cpp's "cache_sharing": the ratios of freight::measure_cache_sharing); ""
+// otherwise.
 std::string caches_apart_note(const json& row) {
   auto it = row.find("cache_sharing");
   if (it == row.end() || !it->is_object()) return "";
   const bool start = num(*it, "start") < kSharedCacheRatio,
-             end = num(*it, "end") < kSharedCacheRatio;
+             end = num(*it, "end") < kSharedCacheRatio,
+             within = num(*it, "lowest") < kSharedCacheRatio;
   return start && end ? ", caches apart"
          : start      ? ", caches apart at the start"
          : end        ? ", caches apart at the end"
+         : within     ? ", caches apart within the row"
                       : "";
 }
 
@@ -199,8 +202,9 @@ std::string markdown_report(const json& doc) {
   if (std::any_of(rows.begin(), rows.end(),
                   [&](const json& r) { return !caches_apart_note(r).empty() || torch_apart(r); }))
     md += fmt::format(
-        "- \"caches apart\": at the start or end of the row (or both) the threads did not share "
-        "a cache (freight::measure_cache_sharing: a thread read the data the other had just "
+        "- \"caches apart\": at the start or end of the row (or both), or between its timed "
+        "rounds (\"within the row\"), the threads did not share a cache "
+        "(freight::measure_cache_sharing: a thread read the data the other had just "
         "written at under {}x the rate it read its own). A virtual machine's host moves its vCPUs "
         "apart and back; work split over the threads then crosses between caches, and small "
         "steps run slower on all threads than on one\n",

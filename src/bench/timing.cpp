@@ -61,6 +61,7 @@ StepTiming time_steps(const std::function<void()>& step, const std::function<voi
     for (int s = 0; s < per_round; ++s) step();
     sync();
     times.push_back(since(t) / double(per_round));
+    if (o.between_rounds) o.between_rounds();
   }
   std::sort(times.begin(), times.end());
   r.rounds = rounds;

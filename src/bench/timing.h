@@ -24,6 +24,8 @@ struct TimingOptions {
   double warmup_seconds = 0.25;  // at least this much warm-up (and at least 2 steps)
   double max_step_seconds = 0;   // skip a row whose first step takes longer (0: never skip)
   double latency_seconds = 0.3;  // batch-1 inference calls, about
+  // Called after each timed round, outside the timing (freight bench's cache-sharing reading).
+  std::function<void()> between_rounds;
 };
 
 struct StepTiming {

@@ -41,6 +41,26 @@ TEST(BenchTiming, DearStepsKeepTheMinimumRounds) {
   EXPECT_EQ(t.warmup_steps, 2);
 }
 
+// The hook between rounds (freight bench's cache-sharing reading) runs once after each round and
+// is not timed: a round's time is its steps' alone.
+TEST(BenchTiming, TheHookBetweenRoundsRunsOncePerRoundOutsideTheTiming) {
+  int hooks = 0, steps_seen_by_hook = 0, steps = 0;
+  TimingOptions o;
+  o.seconds = 0.03;
+  o.min_rounds = 3;
+  o.warmup_seconds = 0;
+  o.between_rounds = [&] {
+    ++hooks;
+    steps_seen_by_hook = steps;
+    sleep_ms(100);  // far longer than a round's steps (at most 3 of about 2 ms)
+  };
+  StepTiming t = time_steps([&] { ++steps, sleep_ms(2); }, [] {}, o);
+  ASSERT_FALSE(t.skipped);
+  EXPECT_EQ(hooks, t.rounds);
+  EXPECT_EQ(steps_seen_by_hook, steps);  // the last call came after the last round
+  EXPECT_LT(t.max_s, 0.015) << "the hook's 100 ms were timed as a step's";
+}
+
 TEST(BenchTiming, ASlowFirstStepSkipsTheRowAfterOneStep) {
   int calls = 0;
   TimingOptions o;

@@ -84,7 +84,7 @@ bench::RerunOptions quick_reruns(int reruns) {
 TEST(CacheReruns, ARunWhileApartIsRepeatedUntilSharedOrTheRerunsRunOut) {
   const CacheSharing apart = sharing(60e9, 21e9), together = sharing(80e9, 72e9);
   int runs = 0;
-  const auto run = [&] { ++runs; };
+  const auto run = [&](const bench::ReadNow&) { ++runs; };
   {  // shared around the first run: one run, one reading either side
     ScriptedProbe probe{{together, together}};
     const bench::SharedRun r =
@@ -103,6 +103,20 @@ TEST(CacheReruns, ARunWhileApartIsRepeatedUntilSharedOrTheRerunsRunOut) {
     EXPECT_EQ(runs, 2);
     EXPECT_FALSE(r.apart());
     EXPECT_TRUE(r.start.shared() && r.end.shared());
+  }
+  {  // shared at both ends of the first run but apart between its rounds: run again
+    runs = 0;
+    ScriptedProbe probe{{together, together, apart, together, together, together, together}};
+    const auto with_rounds = [&](const bench::ReadNow& read_now) {
+      ++runs;
+      read_now();
+      read_now();
+    };
+    const bench::SharedRun r =
+        bench::run_with_shared_caches(quick_reruns(3), with_rounds, [&] { return probe(); });
+    EXPECT_EQ(r.runs, 2);
+    EXPECT_FALSE(r.apart());
+    EXPECT_NEAR(r.lowest, together.ratio(), 1e-12);
   }
   {  // apart throughout: the first run and three reruns, the last kept and still apart
     runs = 0;
@@ -163,6 +177,7 @@ TEST(BenchReport, RowsRunWhileTheThreadsWereApartAreMarked) {
       cpu_row("apart", 2, {{"start", 0.35}, {"end", 0.4}}),
       cpu_row("started", 2, {{"start", 0.3}, {"end", 0.9}}),
       cpu_row("ended", 2, {{"start", 0.9}, {"end", 0.3}}),
+      cpu_row("within", 2, {{"start", 0.9}, {"end", 0.8}, {"lowest", 0.4}, {"runs", 1}}),
   });
   const std::string md = bench::markdown_report(report_doc(rows));
   EXPECT_NE(md.find("| one | 1 | cpu | 1 |"), std::string::npos) << md;
@@ -171,6 +186,8 @@ TEST(BenchReport, RowsRunWhileTheThreadsWereApartAreMarked) {
   EXPECT_NE(md.find("| started | 1 | cpu | 2, caches apart at the start |"), std::string::npos)
       << md;
   EXPECT_NE(md.find("| ended | 1 | cpu | 2, caches apart at the end |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| within | 1 | cpu | 2, caches apart within the row |"), std::string::npos)
+      << md;
   EXPECT_NE(md.find("- \"caches apart\":"), std::string::npos) << md;
 
   // No row apart: no legend.

@@ -531,9 +531,11 @@ class Sweep {
       int tries = 0;
       const bench::SharedRun sr = bench::run_with_shared_caches(
           reruns(),
-          [&] {
+          [&](const bench::ReadNow& read_now) {
             rerun_notice(tries++ > 0);
-            m = bench::measure_freight(spec, batch, dev, threads, plan_.timing,
+            bench::TimingOptions timing = plan_.timing;
+            timing.between_rounds = read_now;  // the host can move the vCPUs within a row
+            m = bench::measure_freight(spec, batch, dev, threads, timing,
                                        !freight_latency_.count(key));
           },
           dev.is_cpu() ? std::function<CacheSharing()>() : [] { return CacheSharing(); });
@@ -597,9 +599,13 @@ class Sweep {
     fmt::print(stderr, "caches apart, again: ");
     std::fflush(stderr);
   }
-  // The readings of the run kept ("start", "end": freight::CacheSharing::ratio) and the runs.
+  // The readings of the run kept ("start", "end", and "lowest" of all, between the timed rounds
+  // too: freight::CacheSharing::ratio) and the runs.
   static json cache_sharing_json(const bench::SharedRun& sr) {
-    return {{"start", sr.start.ratio()}, {"end", sr.end.ratio()}, {"runs", sr.runs}};
+    return {{"start", sr.start.ratio()},
+            {"end", sr.end.ratio()},
+            {"lowest", sr.lowest},
+            {"runs", sr.runs}};
   }
 
   const json& device_json(Device dev) const {
@@ -637,7 +643,7 @@ class Sweep {
       int tries = 0;
       const bench::SharedRun sr = bench::run_with_shared_caches(
           reruns(),
-          [&] {
+          [&](const bench::ReadNow&) {  // its rounds run in the worker: no reading between
             rerun_notice(tries++ > 0);
             p = run_torch(c, spec, batch, o_, plan_.timing, !torch_latency_.count(key));
           },
