@@ -218,7 +218,8 @@ std::string markdown_report(const json& doc) {
           ++rerun_rows;
     md += fmt::format(
         "- --rerun-apart {}: a CPU row on two threads or more, Freight's or PyTorch's, whose "
-        "threads did not share a cache at its start or end was run again, up to {} more times, "
+        "threads did not share a cache at its start or end (or, Freight's, between its timed "
+        "rounds) was run again, up to {} more times, "
         "each after waiting up to 30 s for them to share one; {} row{} took more than one run "
         "(\"runs\" in the JSON); a row still marked apart never had a shared run\n",
         reruns, reruns, rerun_rows, rerun_rows == 1 ? "" : "s");

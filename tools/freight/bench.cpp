@@ -789,7 +789,8 @@ void add_bench(CLI::App& app) {
       ->check(list_in_range(limits::nproc));
   cmd->add_option("--rerun-apart", o->rerun_apart,
                   "Rerun a CPU row on two threads or more, Freight's or PyTorch's, up to N more "
-                  "times while the threads did not share a cache at its start or end (a virtual "
+                  "times while the threads did not share a cache at its start or end, or between "
+                  "Freight's timed rounds (a virtual "
                   "machine's host moving its vCPUs; see freight devices), waiting up to 30 s for "
                   "a shared reading before each rerun; the row keeps its last run")
       ->capture_default_str()
