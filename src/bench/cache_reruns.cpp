@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 namespace freight::bench {
@@ -16,7 +17,7 @@ SharedRun run_with_shared_caches(const RerunOptions& o,
   };
   r.start = read();
   for (;;) {
-    r.lowest = 1;
+    r.lowest = std::numeric_limits<double>::infinity();
     note(r.start);
     run([&] {
       if (r.start.measured) note(read());

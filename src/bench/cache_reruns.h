@@ -6,6 +6,7 @@
 // sides of a comparison are timed in the same state.
 #pragma once
 #include <functional>
+#include <limits>
 
 #include "freight/peaks.h"
 
@@ -15,8 +16,8 @@ namespace freight::bench {
 struct SharedRun {
   CacheSharing start, end;
   // The lowest ratio (CacheSharing::ratio) read during the kept run, its start and end included;
-  // 1 when nothing was read.
-  double lowest = 1;
+  // infinity when nothing was read.
+  double lowest = std::numeric_limits<double>::infinity();
   int runs = 0;
   // Whether a reading said apart.
   bool apart() const { return lowest < kSharedCacheRatio; }
