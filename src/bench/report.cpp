@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "bench/cache_reruns.h"
 #include "bench/gnuplot.h"
 #include "bench/subprocess.h"
 #include "freight/error.h"
@@ -220,9 +221,9 @@ std::string markdown_report(const json& doc) {
         "- --rerun-apart {}: a CPU row on two threads or more, Freight's or PyTorch's, whose "
         "threads did not share a cache at its start or end (or, Freight's, between its timed "
         "rounds) was run again, up to {} more times, "
-        "each after waiting up to 30 s for them to share one; {} row{} took more than one run "
+        "each after waiting up to {:g} s for them to share one; {} row{} took more than one run "
         "(\"runs\" in the JSON); a row still marked apart never had a shared run\n",
-        reruns, reruns, rerun_rows, rerun_rows == 1 ? "" : "s");
+        reruns, reruns, RerunOptions().wait_seconds, rerun_rows, rerun_rows == 1 ? "" : "s");
   }
 
   // ---- the table ----

@@ -528,18 +528,12 @@ class Sweep {
       // Whether the threads shared a cache at the row's start and end (freight/peaks.h): a
       // virtual machine's host can move its vCPUs apart and back between rows and within one.
       bench::FreightMeasurement m;
-      int tries = 0;
-      const bench::SharedRun sr = bench::run_with_shared_caches(
-          reruns(),
-          [&](const bench::ReadNow& read_now) {
-            rerun_notice(tries++ > 0);
-            bench::TimingOptions timing = plan_.timing;
-            timing.between_rounds = read_now;  // the host can move the vCPUs within a row
-            m = bench::measure_freight(spec, batch, dev, threads, timing,
-                                       !freight_latency_.count(key));
-          },
-          dev.is_cpu() ? std::function<CacheSharing()>() : [] { return CacheSharing(); });
-      if (sr.end.measured) r["cache_sharing"] = cache_sharing_json(sr);
+      const json sharing = with_cache_readings(dev.is_cpu(), [&](const bench::ReadNow& read_now) {
+        bench::TimingOptions timing = plan_.timing;
+        timing.between_rounds = read_now;  // the host can move the vCPUs within a row
+        m = bench::measure_freight(spec, batch, dev, threads, timing, !freight_latency_.count(key));
+      });
+      if (!sharing.is_null()) r["cache_sharing"] = sharing;
       r["first_step_ms"] = 1e3 * m.step.first_step_s;
       if (m.step.skipped) {
         r["status"] = "skipped";
@@ -588,20 +582,25 @@ class Sweep {
     return rows_.size() - 1;
   }
 
-  bench::RerunOptions reruns() const {
-    bench::RerunOptions r;
-    r.reruns = o_.rerun_apart;
-    return r;
-  }
-  // Printed before a rerun, on the row's progress line.
-  static void rerun_notice(bool again) {
-    if (!again) return;
-    fmt::print(stderr, "caches apart, again: ");
-    std::fflush(stderr);
-  }
-  // The readings of the run kept ("start", "end", and "lowest" of all, between the timed rounds
-  // too: freight::CacheSharing::ratio) and the runs.
-  static json cache_sharing_json(const bench::SharedRun& sr) {
+  // Runs one row's measurement `run` with the cache-sharing readings when `read` (a CPU row on
+  // two threads or more; bench/cache_reruns.h), again while they said apart (--rerun-apart).
+  // Returns the kept run's readings ("start", "end", and the "lowest" of all, between the timed
+  // rounds too: freight::CacheSharing::ratio) and the runs; null when nothing was read.
+  json with_cache_readings(bool read, const std::function<void(const bench::ReadNow&)>& run) {
+    bench::RerunOptions o;
+    o.reruns = o_.rerun_apart;
+    int runs = 0;
+    const bench::SharedRun sr = bench::run_with_shared_caches(
+        o,
+        [&](const bench::ReadNow& read_now) {
+          if (runs++ > 0) {  // on the row's progress line
+            fmt::print(stderr, "caches apart, again: ");
+            std::fflush(stderr);
+          }
+          run(read_now);
+        },
+        read ? std::function<CacheSharing()>() : [] { return CacheSharing(); });
+    if (!sr.end.measured) return json();
     return {{"start", sr.start.ratio()},
             {"end", sr.end.ratio()},
             {"lowest", sr.lowest},
@@ -638,18 +637,14 @@ class Sweep {
       std::string key = spec.name + "/" + c.label;
       fmt::print(stderr, "        pytorch {}: ", c.label);
       std::fflush(stderr);
-      // PyTorch's rows on two threads or more get the same readings and reruns as Freight's.
+      // PyTorch's rows on two threads or more get the same readings and reruns as Freight's
+      // (its rounds run in the worker: nothing is read between them).
       json p;
-      int tries = 0;
-      const bench::SharedRun sr = bench::run_with_shared_caches(
-          reruns(),
-          [&](const bench::ReadNow&) {  // its rounds run in the worker: no reading between
-            rerun_notice(tries++ > 0);
+      const json sharing =
+          with_cache_readings(c.device == "cpu" && c.threads >= 2, [&](const bench::ReadNow&) {
             p = run_torch(c, spec, batch, o_, plan_.timing, !torch_latency_.count(key));
-          },
-          c.device == "cpu" && c.threads >= 2 ? std::function<CacheSharing()>()
-                                              : [] { return CacheSharing(); });
-      if (sr.end.measured) p["cache_sharing"] = cache_sharing_json(sr);
+          });
+      if (!sharing.is_null()) p["cache_sharing"] = sharing;
       if (p.contains("latency_ms")) torch_latency_[key] = p["latency_ms"].get<double>();
       if (p["status"] == "ok")
         fmt::print(
@@ -790,9 +785,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--rerun-apart", o->rerun_apart,
                   "Rerun a CPU row on two threads or more, Freight's or PyTorch's, up to N more "
                   "times while the threads did not share a cache at its start or end, or between "
-                  "Freight's timed rounds (a virtual "
-                  "machine's host moving its vCPUs; see freight devices), waiting up to 30 s for "
-                  "a shared reading before each rerun; the row keeps its last run")
+                  "Freight's timed rounds (a virtual machine's host moving its vCPUs; see freight "
+                  "devices), waiting up to " +
+                      fmt::format("{:g}", bench::RerunOptions().wait_seconds) +
+                      " s for a shared reading before each rerun; the row keeps its last run")
       ->capture_default_str()
       ->check(in_range(IntRange{0, 100}));
   cmd->add_flag("--no-plots", o->no_plots, "Do not run gnuplot");
