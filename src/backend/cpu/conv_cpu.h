@@ -14,12 +14,15 @@ enum class ConvEngine : int {
   Implicit,  // register tiles over shifted windows of padded planes (stride 1)
   Direct,    // register tiles of output pixels x output-channel vectors (horizontal stride 1, 2)
   Dnnl,      // oneDNN's blocked-layout kernels with reorders in and out (fp32; conv_dnnl.h)
+  Winograd,  // oneDNN's Winograd F(4x4, 3x3) on the same blocked layouts and reorders (fp32; 3x3,
+             // stride 1, channel counts of whole 16-lane vectors, AVX-512; conv_dnnl.h)
 };
 // Forces an engine for all CPU convolutions where it applies (else Panel), so tests can check the
 // engines against each other. Forcing a tile engine when the loaded CPU kernels have none (the
 // built-in baseline kernels, a CPU without AVX2) throws rather than run another engine. Not
-// thread-safe with convolutions running. Forcing Dnnl where oneDNN is not built throws; forced
-// Dnnl runs fp32 passes only (float64 passes run the engine Auto picks).
+// thread-safe with convolutions running. Forcing Dnnl or Winograd where oneDNN is not built
+// throws; forced, they run fp32 passes only (float64 passes run the engine Auto picks), and a
+// geometry oneDNN refuses runs on the engine Auto would pick among Freight's.
 void set_conv_engine(ConvEngine e);
 // Whether Auto may pick oneDNN (on by default where it is built; FREIGHT_CONV_DNNL=0 in the
 // environment turns it off at start-up). Off, Auto picks among Freight's own engines only: for

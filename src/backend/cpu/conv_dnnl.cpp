@@ -60,8 +60,8 @@ struct Pass {
   size_t scratch_offset = 0, bytes = 0;  // arena bytes the pass needs
 };
 
-// The geometry's fields, the pass, the thread count and whether the bias is wanted.
-using Key = std::array<int64_t, 18>;
+// The geometry's fields, the pass, the thread count, whether the bias is wanted and the algorithm.
+using Key = std::array<int64_t, 19>;
 
 struct State {
   std::mutex mutex;
@@ -112,15 +112,19 @@ struct Dims {
               (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1 - g.w - g.pw} {}
 };
 
-convolution_forward::primitive_desc forward_pd(const Dims& d, bool bias, const engine& eng,
-                                               const primitive_attr& attr) {
+algorithm of(DnnlAlgorithm a) {
+  return a == DnnlAlgorithm::Winograd ? algorithm::convolution_winograd
+                                      : algorithm::convolution_direct;
+}
+
+convolution_forward::primitive_desc forward_pd(const Dims& d, bool bias, algorithm alg,
+                                               const engine& eng, const primitive_attr& attr) {
   const memory::desc x(d.x, dt::f32, tag::any), w(d.w, dt::f32, tag::any),
       y(d.y, dt::f32, tag::any), b(d.b, dt::f32, tag::x);
-  auto desc =
-      bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                       x, w, b, y, d.strides, d.dilation, d.pad_l, d.pad_r)
-           : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                       x, w, y, d.strides, d.dilation, d.pad_l, d.pad_r);
+  auto desc = bias ? convolution_forward::desc(prop_kind::forward_training, alg, x, w, b, y,
+                                               d.strides, d.dilation, d.pad_l, d.pad_r)
+                   : convolution_forward::desc(prop_kind::forward_training, alg, x, w, y, d.strides,
+                                               d.dilation, d.pad_l, d.pad_r);
   return convolution_forward::primitive_desc(desc, attr, eng);
 }
 
@@ -141,7 +145,8 @@ Operand operand(const memory::desc& user, const memory::desc& wanted, bool in, b
 
 // Builds the primitive and reorders of one pass (0 forward, 1 input gradient, 2 weight
 // gradient, its bias gradient with it when `bias`).
-std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, const engine& eng) {
+std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, algorithm alg,
+                            const engine& eng) {
   const Dims d(g);
   primitive_attr attr;
   attr.set_scratchpad_mode(scratchpad_mode::user);
@@ -150,7 +155,7 @@ std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, const 
   auto p = std::make_unique<Pass>();
   size_t& bytes = p->bytes;
   if (pass == 0) {
-    const auto pd = forward_pd(d, bias, eng, attr);
+    const auto pd = forward_pd(d, bias, alg, eng, attr);
     p->conv = convolution_forward(pd);
     p->operands.emplace_back(DNNL_ARG_SRC, operand(ux, pd.src_desc(), true, false, eng, bytes));
     p->operands.emplace_back(DNNL_ARG_WEIGHTS,
@@ -159,12 +164,11 @@ std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, const 
     p->operands.emplace_back(DNNL_ARG_DST, operand(uy, pd.dst_desc(), false, true, eng, bytes));
     p->scratch = pd.scratchpad_desc();
   } else if (pass == 1) {
-    const auto hint = forward_pd(d, false, eng, primitive_attr());
+    const auto hint = forward_pd(d, false, alg, eng, primitive_attr());
     const convolution_backward_data::primitive_desc pd(
         convolution_backward_data::desc(
-            algorithm::convolution_direct, memory::desc(d.x, dt::f32, tag::any),
-            memory::desc(d.w, dt::f32, tag::any), memory::desc(d.y, dt::f32, tag::any), d.strides,
-            d.dilation, d.pad_l, d.pad_r),
+            alg, memory::desc(d.x, dt::f32, tag::any), memory::desc(d.w, dt::f32, tag::any),
+            memory::desc(d.y, dt::f32, tag::any), d.strides, d.dilation, d.pad_l, d.pad_r),
         attr, eng, hint);
     p->conv = convolution_backward_data(pd);
     p->operands.emplace_back(DNNL_ARG_DIFF_DST,
@@ -175,13 +179,13 @@ std::unique_ptr<Pass> build(const Conv2dGeometry& g, int pass, bool bias, const 
                              operand(ux, pd.diff_src_desc(), false, true, eng, bytes));
     p->scratch = pd.scratchpad_desc();
   } else {
-    const auto hint = forward_pd(d, bias, eng, primitive_attr());
+    const auto hint = forward_pd(d, bias, alg, eng, primitive_attr());
     const memory::desc x(d.x, dt::f32, tag::any), w(d.w, dt::f32, tag::any),
         y(d.y, dt::f32, tag::any), b(d.b, dt::f32, tag::x);
-    auto desc = bias ? convolution_backward_weights::desc(algorithm::convolution_direct, x, w, b, y,
-                                                          d.strides, d.dilation, d.pad_l, d.pad_r)
-                     : convolution_backward_weights::desc(algorithm::convolution_direct, x, w, y,
-                                                          d.strides, d.dilation, d.pad_l, d.pad_r);
+    auto desc = bias ? convolution_backward_weights::desc(alg, x, w, b, y, d.strides, d.dilation,
+                                                          d.pad_l, d.pad_r)
+                     : convolution_backward_weights::desc(alg, x, w, y, d.strides, d.dilation,
+                                                          d.pad_l, d.pad_r);
     const convolution_backward_weights::primitive_desc pd(desc, attr, eng, hint);
     p->conv = convolution_backward_weights(pd);
     p->operands.emplace_back(DNNL_ARG_SRC, operand(ux, pd.src_desc(), true, false, eng, bytes));
@@ -212,14 +216,15 @@ struct ThreadsFor {
 
 // The cached pass, built on first use; null when oneDNN refuses the geometry. The caller holds
 // the mutex and has set the thread count.
-Pass* find_or_build(State& s, const Conv2dGeometry& g, int pass, bool bias, int threads) {
-  const Key key{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.oh,    g.ow,
-                g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, pass, threads, int64_t(bias)};
+Pass* find_or_build(State& s, const Conv2dGeometry& g, int pass, bool bias, int threads,
+                    DnnlAlgorithm alg) {
+  const Key key{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw,    g.oh,          g.ow,        g.sh,
+                g.sw, g.ph, g.pw, g.dh, g.dw, pass, threads, int64_t(bias), int64_t(alg)};
   auto it = s.passes.find(key);
   if (it == s.passes.end()) {
     std::unique_ptr<Pass> built;
     try {
-      built = build(g, pass, bias, s.eng);
+      built = build(g, pass, bias, of(alg), s.eng);
     } catch (const dnnl::error&) {
       // Refused (an unusual padding, a shape no implementation takes): the caller's engine runs.
     }
@@ -232,25 +237,26 @@ Pass* find_or_build(State& s, const Conv2dGeometry& g, int pass, bool bias, int 
 }
 
 // Runs one pass: `user` holds the user's pointer of each operand, by DNNL_ARG_*.
-bool run(const Conv2dGeometry& g, int pass, bool bias, int threads,
+bool run(const Conv2dGeometry& g, int pass, bool bias, int threads, DnnlAlgorithm alg,
          const std::vector<std::pair<int, const float*>>& user) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const ThreadsFor team(threads);
-  Pass* p = find_or_build(s, g, pass, bias, threads);
+  Pass* p = find_or_build(s, g, pass, bias, threads, alg);
   if (!p) return false;
   try {
     execute(s, *p, user);
   } catch (const dnnl::error& e) {
     throw Error(fmt::format(
-        "conv2d {} on oneDNN failed: {} (status {}); input [{}, {}, {}, {}], weight [{}, {}, {}, "
+        "conv2d {} on oneDNN ({}) failed: {} (status {}); input [{}, {}, {}, {}], weight [{}, {}, "
+        "{}, "
         "{}], stride ({}, {}), padding ({}, {}), dilation ({}, {}); FREIGHT_CONV_DNNL=0 runs "
         "Freight's own engines",
         pass == 0   ? "forward"
         : pass == 1 ? "input gradient"
                     : "weight gradient",
-        e.what(), int(e.status), g.n, g.c, g.h, g.w, g.o, g.c, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
-        g.dh, g.dw));
+        alg == DnnlAlgorithm::Winograd ? "Winograd" : "direct", e.what(), int(e.status), g.n, g.c,
+        g.h, g.w, g.o, g.c, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw));
   }
   return true;
 }
@@ -290,29 +296,42 @@ std::string dnnl_conv_version() {
   return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
 }
 
+bool dnnl_winograd_runs() {
+  static const bool runs = [] {
+    const Conv2dGeometry g{1, 16, 8, 8, 16, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1};
+    try {
+      forward_pd(Dims(g), true, algorithm::convolution_winograd, state().eng, primitive_attr());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return runs;
+}
 bool dnnl_conv_forward(const float* x, const float* w, const float* b, const Conv2dGeometry& g,
-                       float* y, int threads) {
-  return run(g, 0, b != nullptr, threads,
+                       float* y, int threads, DnnlAlgorithm algorithm) {
+  return run(g, 0, b != nullptr, threads, algorithm,
              {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
 }
 bool dnnl_conv_backward_input(const float* gy, const float* w, const Conv2dGeometry& g, float* dx,
-                              int threads) {
-  return run(g, 1, false, threads,
+                              int threads, DnnlAlgorithm algorithm) {
+  return run(g, 1, false, threads, algorithm,
              {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
 }
 bool dnnl_conv_backward_weight(const float* gy, const float* x, const Conv2dGeometry& g, float* dw,
-                               float* db, int threads) {
-  return run(g, 2, db != nullptr, threads,
+                               float* db, int threads, DnnlAlgorithm algorithm) {
+  return run(g, 2, db != nullptr, threads, algorithm,
              {{DNNL_ARG_SRC, x},
               {DNNL_ARG_DIFF_DST, gy},
               {DNNL_ARG_DIFF_WEIGHTS, dw},
               {DNNL_ARG_DIFF_BIAS, db}});
 }
-int64_t dnnl_conv_arena_bytes(const Conv2dGeometry& g, int pass, int threads) {
+int64_t dnnl_conv_arena_bytes(const Conv2dGeometry& g, int pass, int threads,
+                              DnnlAlgorithm algorithm) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const ThreadsFor team(threads);
-  const Pass* p = find_or_build(s, g, pass, pass != 1, threads);
+  const Pass* p = find_or_build(s, g, pass, pass != 1, threads, algorithm);
   return p ? int64_t(p->bytes) : -1;
 }
 
@@ -324,18 +343,22 @@ bool dnnl_conv_built() {
 std::string dnnl_conv_version() {
   return "no oneDNN (not found when Freight was configured: Debian's libdnnl-dev)";
 }
-bool dnnl_conv_forward(const float*, const float*, const float*, const Conv2dGeometry&, float*,
-                       int) {
+bool dnnl_winograd_runs() {
   return false;
 }
-bool dnnl_conv_backward_input(const float*, const float*, const Conv2dGeometry&, float*, int) {
+bool dnnl_conv_forward(const float*, const float*, const float*, const Conv2dGeometry&, float*, int,
+                       DnnlAlgorithm) {
+  return false;
+}
+bool dnnl_conv_backward_input(const float*, const float*, const Conv2dGeometry&, float*, int,
+                              DnnlAlgorithm) {
   return false;
 }
 bool dnnl_conv_backward_weight(const float*, const float*, const Conv2dGeometry&, float*, float*,
-                               int) {
+                               int, DnnlAlgorithm) {
   return false;
 }
-int64_t dnnl_conv_arena_bytes(const Conv2dGeometry&, int, int) {
+int64_t dnnl_conv_arena_bytes(const Conv2dGeometry&, int, int, DnnlAlgorithm) {
   return -1;
 }
 #endif

@@ -16,7 +16,7 @@ namespace {
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 // Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
 // engine really ran.
-std::atomic<int64_t> g_runs[3][6];
+std::atomic<int64_t> g_runs[3][7];
 
 // FREIGHT_CONV_DNNL=0 (or "off", "false") keeps Auto off oneDNN from the start.
 bool dnnl_allowed_at_start() {
@@ -41,15 +41,18 @@ const char* engine_name(ConvEngine e) {
       return "Direct";
     case ConvEngine::Dnnl:
       return "Dnnl";
+    case ConvEngine::Winograd:
+      return "Winograd";
   }
   return "?";
 }
 }  // namespace
 
 void set_conv_engine(ConvEngine e) {
-  FREIGHT_CHECK(e != ConvEngine::Dnnl || dnnl_conv_built(),
-                fmt::format("convolution engine Dnnl: {}", dnnl_conv_version()));
-  const bool needs_tiles = e != ConvEngine::Auto && e != ConvEngine::Blas && e != ConvEngine::Dnnl;
+  const bool onednn = e == ConvEngine::Dnnl || e == ConvEngine::Winograd;
+  FREIGHT_CHECK(!onednn || dnnl_conv_built(),
+                fmt::format("convolution engine {}: {}", engine_name(e), dnnl_conv_version()));
+  const bool needs_tiles = e != ConvEngine::Auto && e != ConvEngine::Blas && !onednn;
   FREIGHT_CHECK(!needs_tiles || conv_has_tile_engines(),
                 fmt::format("convolution engine {} needs the avx2 or avx512 CPU kernels, but the "
                             "{} kernels are loaded ({}); force Blas or Auto, or run where "
