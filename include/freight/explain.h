@@ -147,4 +147,11 @@ ExplainResult explain(const ExplainOptions& options);
 double roofline_rate(const ExplainRow& row, const DevicePeaks& peaks);
 std::string bound_by(const ExplainRow& row, const DevicePeaks& peaks);
 
+// A row's FLOPs are its layer's direct sums (a multiply-add counted as 2), whatever the kernel
+// does: a convolution on Winograd's kernels, which need a quarter of the multiplies, or a
+// library faster than the GEMM that measured the peak, can run faster than that peak. The note
+// `freight explain` prints under its table when some layer does ("" when none): how many, the
+// fastest, and why that is not a measuring error.
+std::string beyond_roof_note(const ExplainResult& r);
+
 }  // namespace freight

@@ -156,6 +156,33 @@ TEST(ExplainDevice, CudaWithoutAGpuIsAnError) {
   }
 }
 
+// A layer faster than the GEMM peak gets a note naming it and why (its FLOPs are direct sums);
+// the phases, rows without FLOPs and a memory-bound row past its bandwidth roof never count, and
+// without such a layer there is no note.
+TEST(ExplainNote, LayersFasterThanTheGemmPeakAreNamedWithTheReason) {
+  ExplainResult r;
+  r.peaks.fp32_flops = 100e9;
+  r.peaks.mem_bandwidth = 10e9;
+  auto layer = [](std::string name, std::string kind, double flops, double seconds) {
+    ExplainRow row;
+    row.name = std::move(name), row.describe = "Conv2d(64, 64, kernel=3)", row.kind = kind;
+    row.flops = flops, row.fwd_s = seconds;  // bytes 0: the compute roof, 100 GFLOP/s
+    return row;
+  };
+  ExplainRow cached = layer("6", "layer", 20e9, 1);  // 100 GB in 1 s: past a 10 GB/s roof
+  cached.bytes = 100e9;
+  ASSERT_GT(cached.rate(), roofline_rate(cached, r.peaks));
+  r.rows = {layer("1", "layer", 50e9, 1), layer("2", "layer", 90e9, 1),
+            layer("optimizer", "optimizer", 500e9, 1), layer("3", "layer", 0, 1), cached};
+  EXPECT_EQ(beyond_roof_note(r), "");
+  r.rows.push_back(layer("4", "layer", 120e9, 1));
+  r.rows.push_back(layer("5", "layer", 205e9, 1));
+  const std::string note = beyond_roof_note(r);
+  for (const char* s : {"2 layers run faster than the GEMM peak", "up to 205%", "layer 5",
+                        "direct sums", "Winograd"})
+    EXPECT_NE(note.find(s), std::string::npos) << "missing '" << s << "' in: " << note;
+}
+
 TEST_F(Explain, CommandPrintsTheTableAndWritesThePlot) {
   fs::path prefix = dir() / "plots" / "mlp";
   fs::path json = dir() / "mlp.json";

@@ -134,6 +134,7 @@ void print_table(const ExplainResult& r, int top) {
         row->flops > 0 && row->time() > 0 ? fmt::format("{:.0f}%", 100 * row->rate() / roof) : "-",
         bound_by(*row, p));
   }
+  if (const std::string note = beyond_roof_note(r); !note.empty()) fmt::print("\n{}\n", note);
   double layers_s = 0;
   for (const ExplainRow& row : r.rows)
     if (row.kind == "layer" || row.kind == "loss") layers_s += row.time();
