@@ -8,12 +8,12 @@ set yrange [0.1:1000]
 set xlabel 'arithmetic intensity (FLOP/byte)'
 set ylabel 'GFLOP/s'
 set title "fashion-cnn: roofline, batch 128"
-peak0 = 142.476
-bw0 = 17.6517
+peak0 = 152.862
+bw0 = 24.4994
 roof0(x) = x * bw0 < peak0 ? x * bw0 : peak0
 set terminal pngcairo size 1000,700
 set output "./bench/results/explain-cpu-epyc-2c-avx2/fashion-cnn.png"
-plot roof0(x) with lines lw 2 lc rgb '#1f77b4' title "cpu roof: 142 GFLOP/s, 17.7 GB/s", \
+plot roof0(x) with lines lw 2 lc rgb '#1f77b4' title "cpu roof: 153 GFLOP/s, 24.5 GB/s", \
      "./bench/results/explain-cpu-epyc-2c-avx2/fashion-cnn.dat" using 1:2:(1+20*$3) with points pt 7 ps variable lc rgb '#1f77b4' title "cpu layers (size: share of step)", \
      "./bench/results/explain-cpu-epyc-2c-avx2/fashion-cnn.dat" using 1:2:4 with labels offset 1,0.6 font ',8' tc rgb '#1f77b4' notitle
 set terminal svg size 1000,700 dynamic

@@ -20,9 +20,9 @@ plot "./gemm-cpu.dat" using 1:2 with linespoints lw 2 pt 5 ps 1.2 dt 1 lc rgb '#
      "./gemm-cpu.dat" using 1:6 with linespoints lw 2 pt 9 ps 1.2 dt 2 lc rgb '#e69f00' title "(5) packed, all cores (2 threads)", \
      "./gemm-cpu.dat" using 1:7 with linespoints lw 2 pt 10 ps 1.2 dt 1 lc rgb '#000000' title "(6) OpenBLAS sgemm", \
      "./gemm-cpu.dat" using 1:8 with linespoints lw 2 pt 11 ps 1.2 dt 2 lc rgb '#000000' title "(6) OpenBLAS sgemm, all cores (2 threads)", \
-     96.8786 with lines dt 3 lw 1.5 lc rgb '#a0a0a0' title "peak, 1 core", \
-     1.99571 with lines dt 3 lw 1.5 lc rgb '#e69f00' title "(4) micro-kernel alone, in L1", \
-     193.757 with lines dt 3 lw 1.5 lc rgb '#505050' title "peak, 2 cores"
+     92.9484 with lines dt 3 lw 1.5 lc rgb '#a0a0a0' title "peak, 1 core", \
+     1.94355 with lines dt 3 lw 1.5 lc rgb '#e69f00' title "(4) micro-kernel alone, in L1", \
+     185.897 with lines dt 3 lw 1.5 lc rgb '#505050' title "peak, 2 cores"
 set terminal svg size 1100,800 dynamic font ',11'
 set output "./gemm-cpu.svg"
 replot
