@@ -162,7 +162,18 @@ void Module::load_state_dict(const NamedTensors& state) {
       continue;
     }
     const Tensor& src = state[it->second].second;
-    if (src.defined() && src.shape() != t.shape())
+    if (!src.defined()) continue;
+    // Floating values convert between precisions (float64 into float32, as PyTorch's copy_),
+    // but integers or booleans loaded into a floating tensor, or the reverse, are another
+    // quantity, not another precision: a checkpoint holding them is refused.
+    const bool kinds_differ = is_floating(src.dtype()) != is_floating(t.dtype());
+    if (kinds_differ)
+      problems.push_back(
+          fmt::format("dtype mismatch for '{}': the checkpoint holds {} of shape "
+                      "{}, the model's is {} of shape {}",
+                      name, dtype_name(src.dtype()), shape_str(src.shape()), dtype_name(t.dtype()),
+                      shape_str(t.shape())));
+    else if (src.shape() != t.shape())
       problems.push_back(
           fmt::format("size mismatch for '{}': the checkpoint has shape {}, the "
                       "model has shape {}",

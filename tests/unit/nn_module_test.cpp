@@ -151,6 +151,11 @@ TEST(NnModule, LoadStateDictErrorsNameTheKeyAndShapes) {
   NamedTensors extra = sd;
   extra.emplace_back("3.weight", Tensor::zeros({2, 2}));
   expect_error_mentions([&] { net->load_state_dict(extra); }, {"unexpected", "3.weight", "[2, 2]"});
+  // Integers are not weights: refused whatever their shape, naming both dtypes.
+  NamedTensors integer = sd;
+  integer[1].second = Tensor::zeros(integer[1].second.shape(), DType::I32);
+  expect_error_mentions([&] { net->load_state_dict(integer); },
+                        {"dtype mismatch", "0.bias", "int32", "float32"});
   // Nothing was written by the failed loads.
   std::vector<float> before = sd[0].second.to_float_vector();
   wrong_shape[0].second = Tensor::zeros({8, 4});
