@@ -95,14 +95,29 @@ Tensor from_buffer(py::buffer b) {
 }
 
 // Nested Python lists or a number: values and shape; int64 when every value is an integer.
+// Integers are kept exactly beside their double values (a double holds them only up to 2^53),
+// and one beyond int64 is refused, as PyTorch does, rather than wrapped or saturated.
 void collect(py::handle obj, size_t depth, Shape& shape, std::vector<double>& values,
-             bool& all_int) {
+             std::vector<int64_t>& ints, bool& all_int, std::string& too_big) {
   if (py::isinstance<py::bool_>(obj) || py::isinstance<py::int_>(obj) ||
       py::isinstance<py::float_>(obj)) {
     if (depth != shape.size() && !shape.empty())
       throw Error("freight.tensor: a nested list with rows of different depths");
-    if (py::isinstance<py::float_>(obj)) all_int = false;
-    values.push_back(obj.cast<double>());
+    if (py::isinstance<py::float_>(obj)) {
+      all_int = false;
+      values.push_back(obj.cast<double>());
+      return;
+    }
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+    if (overflow != 0) {  // fine in a float tensor; from_values refuses it in an int64 one
+      if (too_big.empty()) too_big = std::string(py::str(obj));
+      values.push_back(obj.cast<double>());
+      ints.push_back(0);
+      return;
+    }
+    ints.push_back(int64_t(v));
+    values.push_back(double(v));
     return;
   }
   if (!py::isinstance<py::sequence>(obj) || py::isinstance<py::str>(obj))
@@ -118,16 +133,22 @@ void collect(py::handle obj, size_t depth, Shape& shape, std::vector<double>& va
   else if (shape[depth] != n)
     throw Error(fmt::format("freight.tensor: rows of different lengths ({} and {}) at depth {}",
                             shape[depth], n, depth));
-  for (py::handle item : seq) collect(item, depth + 1, shape, values, all_int);
+  for (py::handle item : seq) collect(item, depth + 1, shape, values, ints, all_int, too_big);
 }
 
 Tensor from_values(py::handle obj) {
   Shape shape;
   std::vector<double> values;
+  std::vector<int64_t> ints;
   bool all_int = true;
-  collect(obj, 0, shape, values, all_int);
-  if (all_int)
-    return Tensor::from_vector(std::vector<int64_t>(values.begin(), values.end()), shape);
+  std::string too_big;
+  collect(obj, 0, shape, values, ints, all_int, too_big);
+  if (all_int && !too_big.empty())
+    throw py::value_error(fmt::format(
+        "freight.tensor: the integer {} does not fit in int64 (-2^63 to 2^63 - 1); give it as "
+        "a float to make a float32 tensor",
+        too_big));
+  if (all_int) return Tensor::from_vector(ints, shape);
   return Tensor::from_vector(values, shape).to(DType::F32);
 }
 

@@ -93,6 +93,16 @@ def test_tensor_copies_lists_and_numbers():
         freight.tensor([[1, 2], [3]])
 
 
+def test_tensor_keeps_int64_exact_and_refuses_what_does_not_fit():
+    big = [2**63 - 1, -(2**63), 2**53 + 1]
+    assert freight.tensor(big).tolist() == big  # beyond a double's 53 bits, still exact
+    for too_big in ([2**63], [-(2**63) - 1], 2**70, [[1, 2], [3, 2**64 + 5]]):
+        with pytest.raises(ValueError, match="does not fit in int64"):
+            freight.tensor(too_big)
+    # Beside a float the list makes a float tensor, where 2^70 fits.
+    assert freight.tensor([2**70, 0.5]).tolist() == [float(2**70), 0.5]
+
+
 def test_indexing_and_shape_ops():
     t = freight.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
     assert t[1].shape == (3, 4)
