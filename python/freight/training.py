@@ -99,10 +99,26 @@ def train(*, progress=True, on_epoch=None, on_batch=None, stream=None, **options
     return result
 
 
-def evaluate(model, data="", split="test", device="auto", batch_size=1000, limit=0):
+def _count(name, value, allow_none=False):
+    """A count argument (an int >= 1; None where allow_none), or a ValueError / TypeError."""
+    if value is None and allow_none:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= 1, not {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def evaluate(model, data="", split="test", device="auto", batch_size=1000, limit=None):
     """Loss and accuracy of a checkpoint (a path) or a model (from freight.nn.build, freight.load
-    or a TrainResult) on a dataset split: a dict. A model is evaluated where its parameters are,
-    after moving it to `device` when one is named."""
+    or a TrainResult) on a dataset split ("test" or "train"): a dict. limit: the first N samples
+    only (None: all). A model is evaluated where its parameters are, after moving it to `device`
+    when one is named."""
+    if split not in ("test", "train"):
+        raise ValueError(f"split must be 'test' or 'train', got {split!r}")
+    batch_size = _count("batch_size", batch_size)
+    limit = _count("limit", limit, allow_none=True)
     if isinstance(model, (str, os.PathLike)):
         return _freight._evaluate_checkpoint(os.fspath(model), data, split, device, batch_size,
                                              limit)

@@ -146,6 +146,15 @@ def test_checkpoints_go_to_the_command_and_to_pytorch(tmp_path, freight_command)
     assert back.metadata["model"] == "mlp"
     ours = freight.evaluate(back, data="synthetic", limit=256)
     assert ours["samples"] == 256
+    # A misspelt split or a limit that is no count is refused, not read as "test" or "all".
+    for bad in ({"split": "valid"}, {"split": "val"}):
+        with pytest.raises(ValueError, match="split must be 'test' or 'train'"):
+            freight.evaluate(path, data="synthetic", **bad)
+    for bad in ({"limit": 0}, {"limit": -1}, {"batch_size": 0}):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            freight.evaluate(back, data="synthetic", **bad)
+    with pytest.raises(TypeError, match="limit must be an int"):
+        freight.evaluate(path, data="synthetic", limit=2.5)
     torch = pytest.importorskip("torch")
     try:
         from safetensors.torch import load_file

@@ -391,6 +391,10 @@ int64_t corpus_sequence_length(const nn::ModelSpec& spec, const std::string& dat
 
 data::Dataset load_dataset(const std::string& name, const std::string& split,
                            const nn::ModelSpec& spec, int64_t synthetic_samples) {
+  // Every reader below takes "train" or anything else as its test split: a misspelt split would
+  // report test figures under another name.
+  FREIGHT_CHECK(split == "train" || split == "test",
+                fmt::format("data '{}': split '{}' is neither 'train' nor 'test'", name, split));
   if (name == "synthetic") {
     int64_t n = synthetic_samples > 0 ? synthetic_samples : (split == "train" ? 4096 : 1024);
     uint64_t seed = split == "train" ? 101 : 202;
