@@ -167,6 +167,10 @@ class Builder {
           fmt::format("the model's input holds int64 token ids (\"dtype\": \"int64\"), "
                       "which only an embedding reads, not {}",
                       type));
+    if (at_input_ && !tokens_ && type == "embedding")
+      throw ctx.error(
+          "an embedding reads int64 token ids, but the model's input is floating point: declare "
+          "\"dtype\": \"int64\" in \"input\" (with \"vocab\") for a model of tokens");
     if (!at_input_ && type == "embedding")
       throw ctx.error(
           "an embedding reads int64 token ids, so it must be the model's first layer; here it "
@@ -494,6 +498,12 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   s.task = get_string_or(j, "task", "classify", ctx);
   if (s.task != "classify" && s.task != "language_model")
     throw ctx.error(fmt::format("task \"{}\" is not classify or language_model", s.task));
+  if (s.task == "language_model" && s.input_dtype != DType::I64)
+    throw ctx.error(
+        fmt::format("task \"language_model\" predicts the next token of int64 token "
+                    "ids, but the input is {}: declare \"dtype\": \"int64\" in "
+                    "\"input\", or use task \"classify\"",
+                    dtype));
   const json* layers = field(j, "layers");
   if (!layers) throw ctx.error("missing \"layers\"");
   if (!layers->is_array())
@@ -550,11 +560,21 @@ auto one_pass(const ModelSpec& spec, bool dry, F&& f) {
   json layers = parse_json(spec.layers_json, spec.path);
   Builder builder(dry, spec.input_dtype == DType::I64, spec.vocab);
   auto result = f(builder, builder.layers(layers, shape, "", ctx, "layers"));
-  if (shape.back() != spec.classes)
-    throw ctx.error(
-        fmt::format("the network produces {} per sample but the model declares {} "
-                    "classes",
-                    shape_str(Shape(shape.begin() + 1, shape.end())), spec.classes));
+  // The loss reads a classifier's output as [N, classes] and a language model's as one
+  // prediction per input token, [N, T, classes].
+  const Shape per_sample(shape.begin() + 1, shape.end());
+  Shape want{spec.classes};
+  if (spec.task == "language_model") {
+    want = spec.input_shape;
+    want.push_back(spec.classes);
+  }
+  if (per_sample != want)
+    throw ctx.error(fmt::format(
+        "the network produces {} per sample but the model declares {} classes, so it must "
+        "produce {}{}",
+        shape_str(per_sample), spec.classes, shape_str(want),
+        spec.task == "language_model" ? " (one prediction per input token)"
+                                      : " (a flatten before the last linear layer makes one)"));
   return result;
 }
 }  // namespace

@@ -120,7 +120,8 @@ TEST(ModelFile, HugeLayersAreRefusedBeforeAllocating) {
   expect_build_error(
       model(R"([{"type": "conv2d", "out": 100000, "kernel": 100}])", "[100000, 100, 100]"),
       {"layer 0 (conv2d)", "parameters"});
-  expect_build_error(model(R"([{"type": "embedding", "num": 2000000000, "dim": 2000000000}])"),
+  expect_build_error(R"({"input": {"shape": [4], "dtype": "int64"}, "classes": 2, "layers":
+                         [{"type": "embedding", "num": 2000000000, "dim": 2000000000}]})",
                      {"layer 0 (embedding)", "parameters"});
   expect_build_error(model(R"([{"type": "lstm", "hidden": 100000, "layers": 100}])", "[5, 4]"),
                      {"layer 0 (lstm)", "parameters"});
@@ -223,11 +224,37 @@ TEST(ModelFile, TokenIdsGoToAnEmbeddingThatComesFirst) {
       tokens + R"([{"type": "embedding", "num": 20, "dim": 4}, {"type": "embedding", "num": 4,
                    "dim": 2}, {"type": "flatten"}, {"type": "linear", "out": 3}]})",
       {"layer 1 (embedding)", "float output"});
+  // A floating-point input is no token ids: refused when the file is read, not at the first
+  // step's "indices must be int64".
+  expect_build_error(model(R"([{"type": "embedding", "num": 10, "dim": 4}, {"type": "flatten"},
+                               {"type": "linear", "out": 2}])"),
+                     {"layer 0 (embedding)", "int64 token ids", "floating point"});
   // Inside a container the first layer still receives the input.
   EXPECT_EQ(build_error(tokens + R"([{"type": "sequential", "layers": [{"type": "embedding",
                                       "num": 20, "dim": 4}, {"type": "flatten"}]},
                                       {"type": "linear", "out": 3}]})"),
             "");
+}
+
+// The loss reads a classifier's output as [N, classes] and a language model's as [N, T, classes]:
+// a network whose output has another shape per sample is refused when the file is read, naming
+// the shape it makes and the one it must make (not at the loss of the first step).
+TEST(ModelFile, TheOutputPerSampleIsWhatTheTaskPredicts) {
+  expect_build_error(model(R"([{"type": "linear", "out": 2}])", "[3, 4]"),
+                     {"produces [3, 2] per sample", "must produce [2]", "flatten"});
+  EXPECT_EQ(build_error(model(R"([{"type": "flatten"}, {"type": "linear", "out": 2}])", "[3, 4]")),
+            "");
+  const std::string lm = R"({"input": {"shape": [5], "dtype": "int64", "vocab": 7},
+                             "classes": 7, "task": "language_model", "layers": )";
+  EXPECT_EQ(build_error(lm + R"([{"type": "embedding", "num": 7, "dim": 4},
+                                  {"type": "linear", "out": 7}]})"),
+            "");
+  expect_build_error(lm + R"([{"type": "embedding", "num": 7, "dim": 4}, {"type": "flatten"},
+                               {"type": "linear", "out": 7}]})",
+                     {"produces [7] per sample", "must produce [5, 7]", "per input token"});
+  expect_build_error(R"({"input": {"shape": [1, 4, 4]}, "classes": 2, "task": "language_model",
+                         "layers": [{"type": "flatten"}, {"type": "linear", "out": 2}]})",
+                     {"language_model", "float32", "\"dtype\": \"int64\""});
 }
 
 // Values that the layers' constructors refuse: the message names the file, the layer and the
@@ -247,7 +274,8 @@ TEST(ModelFile, BadValuesNameTheLayer) {
                      {"layer 0 (dropout)", "p"});
   expect_build_error(model(R"([{"type": "lstm", "hidden": 4, "layers": 0}])", "[5, 3]"),
                      {"layer 0 (lstm)", "\"layers\""});
-  expect_build_error(model(R"([{"type": "embedding", "num": 0, "dim": 3}])"),
+  expect_build_error(R"({"input": {"shape": [4], "dtype": "int64"}, "classes": 2,
+                         "layers": [{"type": "embedding", "num": 0, "dim": 3}]})",
                      {"layer 0 (embedding)", "\"num\""});
   expect_build_error(model(R"([{"type": "batchnorm", "momentum": 3}])", img),
                      {"layer 0 (batchnorm)", "momentum"});
