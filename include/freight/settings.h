@@ -40,9 +40,12 @@ inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 // batch x features products well inside int64.
 inline constexpr IntRange batch_size{1, int64_t(1) << 24};
 inline constexpr IntRange epochs{1, 1'000'000};
-inline constexpr RealRange lr{0, kInf, true};
+// The optimizers apply the learning rate and the weight decay in float32: a larger value would
+// be infinite there.
+inline constexpr double kFloatMax = double(std::numeric_limits<float>::max());
+inline constexpr RealRange lr{0, kFloatMax, true};
 inline constexpr RealRange momentum{0, 1, false, true};  // 1 would never forget a gradient
-inline constexpr RealRange weight_decay{0, kInf};
+inline constexpr RealRange weight_decay{0, kFloatMax};
 inline constexpr IntRange step_size{1, 1'000'000};  // epochs between learning-rate steps
 inline constexpr RealRange gamma{0, kInf, true};    // the step schedule's factor
 inline constexpr IntRange threads{0, 1024};         // 0: all cores

@@ -44,6 +44,9 @@ bool RealRange::contains(double v) const {
 
 std::string RealRange::describe() const {
   if (std::isinf(hi)) return fmt::format("a finite number {} {}", lo_open ? ">" : ">=", lo);
+  if (hi == limits::kFloatMax && !hi_open)
+    return fmt::format("a number {} {} and at most float32's largest, {:.7g}",
+                       lo_open ? ">" : ">=", lo, hi);
   return fmt::format("a number in {}{}, {}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
 }
 

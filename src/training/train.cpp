@@ -990,6 +990,15 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
           dp ? evaluate_over_ranks(*model, spec, test_set, result.device, o.test_batch_size, mean,
                                    std, epoch)
              : evaluate(*model, spec, test_set, result.device, o.test_batch_size, mean, std);
+      // Every training loss read was finite, but a loss is computed before its update: the
+      // epoch's last steps can leave weights whose logits overflow (or NaN weights). The
+      // cross-entropy of finite logits is finite, so a NaN or infinite test loss is divergence:
+      // the epoch is neither reported as a result nor saved, with or without a checkpoint.
+      if (!std::isfinite(ev.loss))
+        throw detail::DivergedError(fmt::format(
+            "training diverged: after epoch {} (step {}) the test loss is {}; the learning rate "
+            "was {:g} (--lr {:g}): try a smaller --lr",
+            epoch, step, ev.loss, opt->lr(), r.lr));
       rep.test_loss = ev.loss;
       rep.test_accuracy = ev.accuracy;
       rep.eval_seconds = ev.seconds;

@@ -152,24 +152,39 @@ void expect_same_weights(const std::string& a_path, const std::string& b_path) {
 // ---------------------------------------------------------------- NaN never saved
 
 // One step at an absurd learning rate: the loss of that step is finite (it was computed before
-// the update) but the weights it leaves are not. The epoch-end save must not write them.
+// the update) but the weights it leaves overflow the logits (the test loss is NaN). The
+// epoch-end save must not write them.
 TEST_F(CheckpointSafety, NonFiniteWeightsAfterAFiniteLossAreNotSaved) {
   std::string ckpt = path("mlp.safetensors");
   good_mlp_checkpoint(ckpt);
   std::string before = read_bytes(ckpt), state_before = read_bytes(ckpt + ".train");
   ShellRun r = freight_cli(
       "train --model mlp --data synthetic --device cpu --threads 1 --epochs 1 --limit-train 64 "
-      "--batch-size 64 --limit-test 64 --lr 1e300 --save " +
+      "--batch-size 64 --limit-test 64 --lr 1e30 --save " +
       ckpt);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_TRUE(has(r.output, "freight: error:")) << r.output;
-  EXPECT_TRUE(has(r.output, "1e+300")) << "names the learning rate:\n" << r.output;
+  EXPECT_TRUE(has(r.output, "1e+30")) << "names the learning rate:\n" << r.output;
   EXPECT_TRUE(has(r.output, "epoch 1")) << r.output;
   EXPECT_TRUE(has(r.output, "step 1")) << r.output;
   EXPECT_TRUE(has(r.output, "kept")) << r.output;
   EXPECT_TRUE(has(r.output, ckpt)) << "names the checkpoint kept:\n" << r.output;
   EXPECT_TRUE(read_bytes(ckpt) == before) << "the good checkpoint was replaced";
   EXPECT_TRUE(read_bytes(ckpt + ".train") == state_before) << "its training state was replaced";
+}
+
+// The same without a checkpoint: the run still stops at the epoch's end instead of reporting a
+// NaN test loss and an accuracy with status 0.
+TEST_F(CheckpointSafety, NonFiniteWeightsStopTheRunWithoutACheckpointToo) {
+  ShellRun r = freight_cli(
+      "train --model mlp --data synthetic --device cpu --threads 1 --epochs 1 --limit-train 64 "
+      "--batch-size 64 --limit-test 64 --lr 1e30 --no-save");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(has(r.output, "training diverged: after epoch 1 (step 1) the test loss is"))
+      << r.output;
+  EXPECT_TRUE(has(r.output, "1e+30")) << r.output;
+  EXPECT_TRUE(has(r.output, "nothing was being saved")) << r.output;
+  EXPECT_FALSE(has(r.output, "test accuracy")) << r.output;
 }
 
 TEST_F(CheckpointSafety, ANonFiniteLossStopsWithAdviceAndKeepsTheCheckpoint) {

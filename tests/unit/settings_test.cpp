@@ -27,7 +27,11 @@ TEST(Settings, RealRangesRefuseNanAndInfinity) {
   EXPECT_TRUE(limits::momentum.contains(0));
   EXPECT_FALSE(limits::momentum.contains(1));
   EXPECT_EQ(limits::momentum.describe(), "a number in [0, 1)");
-  EXPECT_EQ(limits::lr.describe(), "a finite number > 0");
+  EXPECT_EQ(limits::lr.describe(), "a number > 0 and at most float32's largest, 3.402823e+38");
+  // The optimizers apply them in float32, where a larger value is infinite.
+  EXPECT_FALSE(limits::lr.contains(1e39));
+  EXPECT_FALSE(limits::weight_decay.contains(1e39));
+  EXPECT_TRUE(limits::lr.contains(double(std::numeric_limits<float>::max())));
 }
 
 TEST(Settings, IntegersAreWholeDecimalNumbers) {
