@@ -138,6 +138,13 @@ const BadFlag kBadFlags[] = {
     {kPlan, "-b", "0", "--batch-size"},
     {kPlan, "--batch-size", "-1", "--batch-size"},
     {kPlan, "--optimizer", "rmsprop", "--optimizer"},
+    // An empty value is not the default either (the shell passes '' as an empty argument).
+    {"train --model mlp --device cpu --no-save", "--data", "''", "--data"},
+    {"train --model mlp --data synthetic --device cpu", "--save", "''", "--save"},
+    {"train --model mlp --data synthetic --device cpu --no-save", "--metrics", "''", "--metrics"},
+    {"summary", "--model", "''", "--model"},
+    {"eval --data synthetic", "--checkpoint", "''", "--checkpoint"},
+    {kBench, "--name", "''", "--name"},
 };
 
 class BadFlags : public ::testing::TestWithParam<BadFlag> {};

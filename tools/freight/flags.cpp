@@ -102,4 +102,19 @@ CLI::Validator non_empty_list() {
       "NAME,...");
 }
 
+CLI::Validator non_empty_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!trimmed(text).empty()) return {};
+        return "'' is empty: give a value, or leave the flag out for its default";
+      },
+      "");
+}
+
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* o : sub->get_options())
+      if (o->get_items_expected_min() >= 1) o->check(non_empty_value());
+}
+
 }  // namespace freight::cli

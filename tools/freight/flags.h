@@ -23,5 +23,9 @@ CLI::Validator one_of(std::span<const std::string_view> choices);
 CLI::Validator list_in_range(const IntRange& range, std::string_view word = {});
 // A comma-separated list with at least one item ("" or "," is an error, not the default).
 CLI::Validator non_empty_list();
+// A value that is not empty or blank: `--data ''` or `--save ""` is an error, not the default.
+CLI::Validator non_empty_value();
+// non_empty_value() on every option of every subcommand that takes a value.
+void refuse_empty_values(CLI::App& app);
 
 }  // namespace freight::cli

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.h"
+#include "flags.h"
 #include "freight/dist.h"
 #include "freight/error.h"
 #include "freight/parallel_thresholds.h"
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   freight::cli::add_bench(app);
   freight::cli::add_explain(app);
   freight::cli::add_plan(app);
+  freight::cli::refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
