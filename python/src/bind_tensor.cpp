@@ -152,13 +152,41 @@ Tensor from_values(py::handle obj) {
   return Tensor::from_vector(values, shape).to(DType::F32);
 }
 
+// A shape argument: an int or a sequence of ints (anything with __index__, as NumPy's integers),
+// each >= 0; a bool is no size, and a string is no sequence of sizes.
 Shape shape_arg(py::handle shape) {
-  if (py::isinstance<py::int_>(shape)) return {shape.cast<int64_t>()};
-  return shape.cast<Shape>();
+  auto is_int = [](py::handle d) {
+    return PyIndex_Check(d.ptr()) && !py::isinstance<py::bool_>(d);
+  };
+  auto size = [&](py::handle d) {
+    if (!is_int(d))
+      throw py::type_error(fmt::format("a shape holds ints, got {} in {}", std::string(py::repr(d)),
+                                       std::string(py::repr(shape))));
+    py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(d.ptr()));
+    if (!i) throw py::error_already_set();
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    if (overflow != 0 || v < 0)
+      throw py::value_error(fmt::format("a shape holds sizes >= 0, got {} in {}",
+                                        std::string(py::repr(d)), std::string(py::repr(shape))));
+    return int64_t(v);
+  };
+  if (is_int(shape)) return {size(shape)};
+  if (!py::isinstance<py::sequence>(shape) || py::isinstance<py::str>(shape))
+    throw py::type_error(fmt::format("a shape is an int or a sequence of ints, got {}",
+                                     std::string(py::repr(shape))));
+  Shape out;
+  for (py::handle d : py::reinterpret_borrow<py::sequence>(shape)) out.push_back(size(d));
+  return out;
 }
 
 // One index of t[...]: an integer selects (and drops the dimension), a slice with step 1 views.
 Tensor index_one(const Tensor& t, int64_t& dim, py::handle index) {
+  if (dim >= t.dim())
+    throw py::index_error(
+        fmt::format("too many indices: {} finds no dimension left to index "
+                    "(the indices before it leave shape {})",
+                    std::string(py::repr(index)), shape_str(t.shape())));
   if (py::isinstance<py::int_>(index)) {
     int64_t i = index.cast<int64_t>(), n = t.size(dim);
     if (i < -n || i >= n)
@@ -282,12 +310,23 @@ freight.from_dlpack(x) share an array's or a PyTorch tensor's.)doc");
           [](const Tensor& s, const std::string& where) {
             // A device name or a dtype name: "cuda", "cpu:0"... or "float64", "bf16"...
             bool is_device = where == "auto";
+            std::string device_error;
             try {
               if (!is_device) parse_device(where);
               is_device = true;
-            } catch (const Error&) {
+            } catch (const Error& e) {
+              device_error = e.what();
             }
-            if (!is_device) return s.to(parse_dtype(where));
+            if (!is_device) {
+              DType dtype;
+              try {
+                dtype = parse_dtype(where);
+              } catch (const Error& e) {
+                throw Error(fmt::format("Tensor.to('{}'): neither a device ({}) nor a dtype ({})",
+                                        where, device_error, e.what()));
+              }
+              return s.to(dtype);
+            }
             py::gil_scoped_release nogil;
             return s.to(resolve_device(where));
           },

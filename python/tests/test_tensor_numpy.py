@@ -103,6 +103,20 @@ def test_tensor_keeps_int64_exact_and_refuses_what_does_not_fit():
     assert freight.tensor([2**70, 0.5]).tolist() == [float(2**70), 0.5]
 
 
+def test_shapes_indices_and_targets_that_make_no_sense_say_so():
+    with pytest.raises(ValueError, match=r"sizes >= 0, got -1 in \(-1, 3\)"):
+        freight.randn((-1, 3))
+    with pytest.raises(TypeError, match="a shape is an int or a sequence of ints, got 'ab'"):
+        freight.randn("ab")
+    with pytest.raises(TypeError, match="a shape holds ints, got 2.5"):
+        freight.zeros((2.5, 3))
+    assert freight.zeros((np.int64(2), 3)).shape == (2, 3)  # NumPy's integers are sizes
+    with pytest.raises(IndexError, match="too many indices"):
+        freight.randn((3, 4))[0, 0, 0]
+    with pytest.raises(freight.Error, match=r"Tensor.to\('tpu'\): neither a device .* nor a dtype"):
+        freight.randn((3,)).to("tpu")
+
+
 def test_indexing_and_shape_ops():
     t = freight.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
     assert t[1].shape == (3, 4)
