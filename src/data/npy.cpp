@@ -170,7 +170,8 @@ DType parse_descr(const std::string& descr, const std::string& where) {
       fmt::format("{} has an unknown dtype '{}'; Freight reads {}", where, descr, supported));
   FREIGHT_CHECK(it != known.end(),
                 fmt::format("{} has dtype '{}', which Freight does not read; convert it to one "
-                            "of {} (for instance a.astype(np.float32))",
+                            "of {} (features: x.astype(np.float32); class labels: "
+                            "y.astype(np.int64))",
                             where, descr, supported));
   FREIGHT_CHECK(order != '>' || code == "u1",
                 fmt::format("{} is big-endian (dtype '{}'); Freight reads little-endian arrays "

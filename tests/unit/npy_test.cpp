@@ -149,6 +149,8 @@ TEST_F(NpyFiles, RefusesBigEndianFortranAndOtherDtypes) {
     SCOPED_TRACE(d);
     std::string e = error_reading(test::npy_file(test::npy_dict(d, {1}), std::string(8, '\0')));
     EXPECT_TRUE(has(e, std::string("dtype '") + d + "'") && has(e, "Freight does not read")) << e;
+    // The advice fits labels too (float32 labels are refused as no class labels).
+    EXPECT_TRUE(has(e, "class labels: y.astype(np.int64)")) << e;
   }
   EXPECT_TRUE(has(error_reading(test::npy_file(test::npy_dict("f", {1}), "")), "unknown dtype"));
 }
