@@ -13,10 +13,10 @@
 # vectorises by itself at 256 bits, as GCC's tuning for every Intel AVX-512 core does (and so
 # -march=native did on the machines the kernels were tuned on): generic tuning would widen them to
 # 512 bits, and lenet5's step looked slower so. The explicit AVX-512 engines (intrinsics) are
-# unaffected, and so are the results (the width changes no order of operations). The target freight_cpu_kernels builds them
-# all: whatever runs the engine (the command, tests, benchmarks) depends on it. Installing
-# Freight must put the modules in the directory of libfreight.so.
-add_custom_target(freight_cpu_kernels)
+# unaffected, and so are the results (the width changes no order of operations). The target
+# freight_modules (CMakeLists.txt) builds them all: whatever runs the engine (the command, tests,
+# benchmarks) depends on it. Installing Freight must put the modules in the directory of
+# libfreight.so.
 if(FREIGHT_NATIVE)
   set(FREIGHT_CPU_ISAS "" CACHE INTERNAL "CPU kernel levels built as modules")
   return()
@@ -43,7 +43,7 @@ foreach(isa IN LISTS freight_cpu_isas)
   # libfreight (the tensors, the slots) is already loaded when the module is; linking it names it
   # as a dependency, so the module's undefined symbols resolve against it.
   target_link_libraries(${module} PRIVATE freight OpenMP::OpenMP_CXX ${FREIGHT_OPENBLAS})
-  add_dependencies(freight_cpu_kernels ${module})
+  add_dependencies(freight_modules ${module})
   list(APPEND freight_module_libraries ${module})  # installed beside libfreight (install.cmake)
 endforeach()
 string(JOIN "," freight_cpu_isas_text ${freight_cpu_isas})

@@ -113,9 +113,19 @@ class DeviceBackend {
 void register_backend(DeviceType type, DeviceBackend* backend);
 // Throws a clear error when the device type has no backend (e.g. a CPU-only build).
 DeviceBackend& backend_for(DeviceType type);
+// Whether the device type has a backend; for CUDA the first call loads it (libfreight_cuda.so).
 bool has_backend(DeviceType type);
+// Whether the backend is there already, without loading it.
+bool backend_loaded(DeviceType type);
+// Why has_backend(type) is false ("" when it is true).
+std::string missing_backend_reason(DeviceType type);
+// Why no GPU can be there without asking the CUDA backend, or "": the NVIDIA driver's library
+// is missing. Loads nothing of CUDA's but the driver's library.
+std::string cuda_driver_missing();
 
-// Registers the CUDA backend and its kernels (defined by the CUDA library when it is built).
+// Registers the CUDA backend and its kernels (defined by the CUDA library when it is built; the
+// library also exports it as extern "C" freight_register_cuda_backend, which libfreight looks up
+// when it loads the library).
 void register_cuda_backend();
 
 }  // namespace freight

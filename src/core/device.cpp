@@ -20,22 +20,25 @@ Device parse_device(std::string_view text) {
     std::string_view num = text.substr(5);
     int index = -1;
     auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), index);
-    if (ec == std::errc() && p == num.data() + num.size() && index >= 0)
-      return Device::cuda(index);
+    if (ec == std::errc() && p == num.data() + num.size() && index >= 0) return Device::cuda(index);
   }
   throw Error(fmt::format("--device '{}' is not a device: use cpu, cuda, cuda:N or auto", text));
 }
 
 int cuda_device_count() {
-  if (!has_backend(DeviceType::CUDA)) return 0;
+  if (!cuda_driver_missing().empty() || !has_backend(DeviceType::CUDA)) return 0;
   std::string why;
   return backend_for(DeviceType::CUDA).device_count(&why);
 }
 
 bool cuda_available(std::string* why) {
+  // The driver first: without it the backend need not be loaded to know there is no GPU.
+  if (const std::string driver = cuda_driver_missing(); !driver.empty()) {
+    if (why) *why = driver;
+    return false;
+  }
   if (!has_backend(DeviceType::CUDA)) {
-    if (why) *why = "this build of Freight has no CUDA backend (nvcc was not found at configure "
-                    "time, or FREIGHT_CUDA=OFF)";
+    if (why) *why = missing_backend_reason(DeviceType::CUDA);
     return false;
   }
   std::string reason;
@@ -57,8 +60,7 @@ Device resolve_device(std::string_view text, std::string* note) {
   Device d = parse_device(text);
   if (d.is_cuda()) {
     std::string why;
-    FREIGHT_CHECK(cuda_available(&why),
-                  fmt::format("--device {}: no usable GPU: {}", text, why));
+    FREIGHT_CHECK(cuda_available(&why), fmt::format("--device {}: no usable GPU: {}", text, why));
     int n = cuda_device_count();
     FREIGHT_CHECK(d.index < n, fmt::format("--device {}: only {} CUDA device(s) visible (indices "
                                            "0..{}; CUDA_VISIBLE_DEVICES applies)",

@@ -6,7 +6,9 @@
 // The CPU kernels live in a module per instruction-set level (libfreight_cpu_avx2.so, ...,
 // src/backend/cpu/cpu_isa.cpp): the first look-up that finds a CPU slot empty loads the module
 // the CPU runs best, whose static registrars fill the slots, and looks again. So the hot path
-// is one load and one test, as before.
+// is one load and one test, as before. The CUDA kernels are likewise in the CUDA backend's
+// library (libfreight_cuda.so), loaded by the first look-up of an empty CUDA entry if nothing
+// asked about CUDA before.
 #pragma once
 #include <utility>
 
@@ -20,6 +22,9 @@ namespace detail {
 // freight::Error naming the level and the paths tried when it cannot). A no-op when the kernels
 // are compiled into the library.
 void load_cpu_kernels();
+// Loads the CUDA backend, whose kernels fill the CUDA entries, if it is not loaded yet (a no-op
+// without one: the slot then says the kernel is missing). core/backend.cpp.
+void load_cuda_backend();
 }  // namespace detail
 
 template <class Sig>
@@ -33,7 +38,7 @@ class Kernel<R(Args...)> {
   const char* name() const { return name_; }
   void set(DeviceType type, Fn fn) { impl_[int(type)] = fn; }
   bool has(DeviceType type) const {
-    if (impl_[int(type)] == nullptr && type == DeviceType::CPU) detail::load_cpu_kernels();
+    if (impl_[int(type)] == nullptr) load(type);
     return impl_[int(type)] != nullptr;
   }
   Fn get(DeviceType type) const {
@@ -48,8 +53,14 @@ class Kernel<R(Args...)> {
   }
 
  private:
+  static void load(DeviceType type) {
+    if (type == DeviceType::CPU)
+      detail::load_cpu_kernels();
+    else
+      detail::load_cuda_backend();
+  }
   Fn load_or_fail(DeviceType type) const {
-    if (type == DeviceType::CPU) detail::load_cpu_kernels();
+    load(type);
     Fn fn = impl_[int(type)];
     if (!fn) missing(type);
     return fn;

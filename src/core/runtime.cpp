@@ -63,7 +63,8 @@ Precision parse_precision(std::string_view text) {
 void set_deterministic(bool on) {
   g_deterministic = on;
   for (DeviceType t : {DeviceType::CPU, DeviceType::CUDA})
-    if (has_backend(t)) backend_for(t).set_deterministic(on);
+    // A backend not loaded yet takes the setting when it loads (core/backend.cpp).
+    if (backend_loaded(t)) backend_for(t).set_deterministic(on);
 }
 bool deterministic() {
   return g_deterministic;

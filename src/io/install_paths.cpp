@@ -1,6 +1,6 @@
 #include "io/install_paths.h"
 
-#include <dlfcn.h>
+#include "core/engine_modules.h"
 
 #include <fstream>
 #include <system_error>
@@ -20,9 +20,6 @@ namespace freight::io {
 namespace fs = std::filesystem;
 
 namespace {
-// Any function of this library: dladdr maps its address to the file it was loaded from.
-void anchor() {}
-
 // `p` made absolute and free of "." and ".." where the file system allows, else as it was.
 fs::path tidy(const fs::path& p) {
   std::error_code ec;
@@ -42,13 +39,7 @@ std::optional<fs::path> read_marker(const fs::path& dir) {
 }  // namespace
 
 fs::path library_dir() {
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&anchor), &info) == 0 || info.dli_fname == nullptr ||
-      info.dli_fname[0] == '\0')
-    return {};
-  // dli_fname is the name the loader was given: a relative name when the program itself was run
-  // by a relative path and this code is linked into it, so it is made absolute here.
-  return tidy(fs::path(info.dli_fname)).parent_path();
+  return detail::engine_library_dir();
 }
 
 fs::path executable_dir() {

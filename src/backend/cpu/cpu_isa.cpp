@@ -15,7 +15,6 @@
 // FREIGHT_CPU_ISAS (set by CMake) lists the levels built, lowest first; without it (a
 // -DFREIGHT_NATIVE=ON build, the CUDA emulation) the kernels are compiled into the library and
 // there is nothing to load.
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engine_modules.h"
 #include "core/kernel.h"
 #include "freight/error.h"
 #include "freight/runtime.h"
@@ -109,31 +109,9 @@ std::string pick_level() {
                   joined(built)));
 }
 
-// The directory libfreight was loaded from ("" when unknown), where the modules sit in the build
-// tree and after installation alike.
-std::string library_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&detail::load_cpu_kernels), &info) == 0 || !info.dli_fname)
-    return "";
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
-
 void load_module(const std::string& level) {
-  const std::string file = "libfreight_cpu_" + level + ".so";
-  // Beside libfreight first; then the loader's own search (LD_LIBRARY_PATH, the run path).
-  std::vector<std::string> tries;
-  const std::string dir = library_dir();
-  if (!dir.empty()) tries.push_back(dir + file);
-  tries.push_back(file);
   std::string failures;
-  for (const std::string& path : tries) {
-    // RTLD_LOCAL: the module's symbols never take the place of libfreight's.
-    if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return;
-    const char* why = dlerror();
-    failures += fmt::format("\n  {}: {}", path, why ? why : "unknown error");
-  }
+  if (detail::open_engine_module("libfreight_cpu_" + level + ".so", &failures)) return;
   throw Error(
       fmt::format("cannot load the {} CPU kernels ({}); tried:{}\n(the module is built "
                   "beside libfreight and must be installed beside it)",

@@ -806,3 +806,8 @@ void register_cuda_backend() {
   register_backend(DeviceType::CUDA, &cuda::the_backend());
 }
 }  // namespace freight
+
+// The entry point libfreight looks up (dlsym) when it loads this library (core/backend.cpp).
+extern "C" __attribute__((visibility("default"))) void freight_register_cuda_backend() {
+  freight::register_cuda_backend();
+}
