@@ -30,6 +30,21 @@ else()
   set(freight_cpu_isas generic)
   set(freight_cpu_isa_flags_generic "")
 endif()
+# FREIGHT_CPU_LEVELS picks some of them (default: all). The sanitizer tree (scripts/
+# build-sanitized) builds only the levels its machine runs: a module the CPU cannot run is never
+# loaded there, and compiling one under the sanitizers takes minutes of CI's two cores.
+set(FREIGHT_CPU_LEVELS "" CACHE STRING
+  "CPU kernel levels to build as modules, a ;-list (default: every level of the architecture)")
+if(FREIGHT_CPU_LEVELS)
+  foreach(level IN LISTS FREIGHT_CPU_LEVELS)
+    if(NOT level IN_LIST freight_cpu_isas)
+      message(FATAL_ERROR "FREIGHT_CPU_LEVELS: '${level}' is not a level of this architecture "
+                          "(${freight_cpu_isas})")
+    endif()
+  endforeach()
+  string(REPLACE ";" "|" freight_cpu_levels_regex "${FREIGHT_CPU_LEVELS}")
+  list(FILTER freight_cpu_isas INCLUDE REGEX "^(${freight_cpu_levels_regex})$")  # lowest first
+endif()
 set(FREIGHT_CPU_ISAS "${freight_cpu_isas}" CACHE INTERNAL "CPU kernel levels built as modules")
 
 foreach(isa IN LISTS freight_cpu_isas)
