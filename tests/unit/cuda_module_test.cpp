@@ -9,6 +9,7 @@
 
 #include "core/backend.h"
 #include "freight/freight.h"
+#include "ops/kernels/reduce.h"
 
 namespace freight {
 namespace {
@@ -22,7 +23,14 @@ bool mapped(const std::string& library) {
 }
 
 // Exit codes of the checks below (a fresh process: earlier tests may have loaded the backend).
-enum : int { kOk = 0, kLoadedByCpuWork = 2, kLoadedWithoutDriver = 3, kNotLoaded = 4, kNoCuda = 5 };
+enum : int {
+  kOk = 0,
+  kLoadedByCpuWork = 2,
+  kLoadedWithoutDriver = 3,
+  kNotLoaded = 4,
+  kNoCuda = 5,
+  kSlotsEmpty = 6
+};
 
 int cpu_work_then_cuda_questions() {
   Tensor a = Tensor::uniform({16, 16}, -1, 1);
@@ -38,7 +46,9 @@ int cpu_work_then_cuda_questions() {
     return kLoadedWithoutDriver;
   // Asking for the backend itself loads it, with its CUDA libraries.
   if (!has_backend(DeviceType::CUDA)) return kNoCuda;
-  return mapped("libfreight_cuda") && mapped("libcublasLt") ? kOk : kNotLoaded;
+  if (!mapped("libfreight_cuda") || !mapped("libcublasLt")) return kNotLoaded;
+  // Its registrars filled the engine's kernel entries (GNU unique symbols: one slot per process).
+  return kernels::argmax_axis.has(DeviceType::CUDA) ? kOk : kSlotsEmpty;
 }
 
 TEST(CudaModule, LoadsOnlyWhenCudaIsAskedAbout) {
@@ -49,7 +59,7 @@ TEST(CudaModule, LoadsOnlyWhenCudaIsAskedAbout) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-runs this test in a fresh process
   EXPECT_EXIT(std::exit(cpu_work_then_cuda_questions()), testing::ExitedWithCode(kOk), "")
       << "exit codes: 2 loaded by CPU work, 3 loaded to learn there is no driver, 4 not loaded "
-         "when asked for, 5 no CUDA backend: "
+         "when asked for, 6 its kernels not in the engine's entries, 5 no CUDA backend: "
       << missing_backend_reason(DeviceType::CUDA);
 #endif
 }
