@@ -42,8 +42,13 @@ if(FREIGHT_CPU_LEVELS)
                           "(${freight_cpu_isas})")
     endif()
   endforeach()
-  string(REPLACE ";" "|" freight_cpu_levels_regex "${FREIGHT_CPU_LEVELS}")
-  list(FILTER freight_cpu_isas INCLUDE REGEX "^(${freight_cpu_levels_regex})$")  # lowest first
+  set(freight_cpu_isas_all ${freight_cpu_isas})
+  set(freight_cpu_isas "")
+  foreach(level IN LISTS freight_cpu_isas_all)  # in this order: lowest first
+    if(level IN_LIST FREIGHT_CPU_LEVELS)
+      list(APPEND freight_cpu_isas ${level})
+    endif()
+  endforeach()
 endif()
 set(FREIGHT_CPU_ISAS "${freight_cpu_isas}" CACHE INTERNAL "CPU kernel levels built as modules")
 

@@ -98,7 +98,7 @@ void load_cuda_backend() {
 }
 }  // namespace detail
 
-std::string cuda_driver_missing() {
+const std::string& cuda_driver_missing() {
 #if FREIGHT_WITH_CUDA && defined(FREIGHT_CUDA_MODULE)
   // The CUDA runtime reaches the GPU through the driver's libcuda.so.1, which it dlopens by that
   // name; where the loader cannot find it there is no GPU to count, and loading the backend's
@@ -111,7 +111,8 @@ std::string cuda_driver_missing() {
   }();
   return reason;
 #else
-  return "";  // a CPU-only build says so itself; the CUDA emulation has no driver to look for
+  static const std::string none;  // a CPU-only build says so itself; the emulation has no driver
+  return none;
 #endif
 }
 

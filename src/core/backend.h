@@ -121,7 +121,7 @@ bool backend_loaded(DeviceType type);
 std::string missing_backend_reason(DeviceType type);
 // Why no GPU can be there without asking the CUDA backend, or "": the NVIDIA driver's library
 // is missing. Loads nothing of CUDA's but the driver's library.
-std::string cuda_driver_missing();
+const std::string& cuda_driver_missing();
 
 // Registers the CUDA backend and its kernels (defined by the CUDA library when it is built; the
 // library also exports it as extern "C" freight_register_cuda_backend, which libfreight looks up

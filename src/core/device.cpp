@@ -33,7 +33,7 @@ int cuda_device_count() {
 
 bool cuda_available(std::string* why) {
   // The driver first: without it the backend need not be loaded to know there is no GPU.
-  if (const std::string driver = cuda_driver_missing(); !driver.empty()) {
+  if (const std::string& driver = cuda_driver_missing(); !driver.empty()) {
     if (why) *why = driver;
     return false;
   }
