@@ -128,9 +128,9 @@ struct Timed {
 
 // The engine whose run counter for `pass` moved since `before`.
 std::string engine_that_ran(int pass, const std::vector<int64_t>& before) {
-  const char* names[] = {"auto",   "im2col+BLAS", "panel",   "implicit",
-                         "direct", "onednn",      "winograd"};
-  for (int e = 1; e <= 6; ++e)
+  const char* names[] = {"auto",   "im2col+BLAS", "panel",    "implicit",
+                         "direct", "onednn",      "winograd", "winograd F2"};
+  for (int e = 1; e <= 7; ++e)
     if (cpu::conv_engine_runs(pass, cpu::ConvEngine(e)) > before[size_t(e)]) return names[e];
   return "?";
 }
@@ -155,8 +155,8 @@ Timed freight_passes(const Conv2dGeometry& g, cpu::ConvEngine engine, bool own =
   if (own) cpu::set_conv_dnnl_allowed(false);
   Timed t;
   for (int pass = 0; pass < 3; ++pass) {
-    std::vector<int64_t> before(7);
-    for (int e = 0; e < 7; ++e) before[size_t(e)] = cpu::conv_engine_runs(pass, cpu::ConvEngine(e));
+    std::vector<int64_t> before(8);
+    for (int e = 0; e < 8; ++e) before[size_t(e)] = cpu::conv_engine_runs(pass, cpu::ConvEngine(e));
     t.seconds.push_back(median_seconds(passes[pass]));
     t.engines.push_back(engine_that_ran(pass, before));
   }
@@ -668,16 +668,20 @@ int main(int argc, char** argv) {
       batch_list);
   const std::string table_head =
       "| shape | batch | pass | freight engine | freight GFLOP/s | % peak | own engine | "
-      "own GFLOP/s | onednn engine | winograd engine | im2col+BLAS | "
+      "own GFLOP/s | onednn engine | winograd engine | winograd F2 | im2col+BLAS | "
       "dnnl nchw | dnnl best | xsmm blocked | xsmm nhwc | best | freight / best | "
       "GEMM only: OpenBLAS | GEMM only: BLIS |\n"
-      "|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+      "|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|-"
+      "--:|"
       "\n";
   std::fputs((md + "\n" + table_head).c_str(), stdout);
   std::string table;
   const int winograd_note = notes.add(
       "oneDNN's Winograd F(4x4, 3x3) (winograd engine: Freight's Winograd engine forced, reorders "
       "counted) takes 3x3 stride-1 convolutions on whole 16-channel vectors only, with AVX-512");
+  const int f2_note = notes.add(
+      "Freight's Winograd F(2x2, 3x3) (winograd F2: forced) takes the forward and the input "
+      "gradient of 3x3 stride-1 convolutions, with the avx2 or avx512 kernels");
   for (const ConvShape& s : kShapes) {
     if (!only.empty() && std::find(only.begin(), only.end(), s.name) == only.end()) continue;
     check_lowering(s, "openblas", openblas_gemm, nt, checks);
@@ -691,6 +695,8 @@ int main(int argc, char** argv) {
       const Timed own = freight_passes(g, cpu::ConvEngine::Auto, true);
       const Timed onednn = freight_passes(g, cpu::ConvEngine::Dnnl);
       const Timed winograd = freight_passes(g, cpu::ConvEngine::Winograd);
+      const Timed f2 = cpu::conv_has_tile_engines() ? freight_passes(g, cpu::ConvEngine::WinogradF2)
+                                                    : Timed{{1, 1, 1}, {"-", "-", "-"}};
       const Timed blas = freight_passes(g, cpu::ConvEngine::Blas);
       const std::vector<double> plain = dnnl_passes(g, true, ref, checks, where),
                                 best = dnnl_passes(g, false, ref, checks, where);
@@ -709,6 +715,8 @@ int main(int argc, char** argv) {
             {"winograd engine", winograd.engines[p] == "winograd"
                                     ? Cell{flops / winograd.seconds[p] / 1e9, 0}
                                     : Cell{0, winograd_note}},
+            {"winograd F2", f2.engines[p] == "winograd F2" ? Cell{flops / f2.seconds[p] / 1e9, 0}
+                                                           : Cell{0, f2_note}},
             {"im2col+BLAS", Cell{flops / blas.seconds[p] / 1e9, 0}},
             {"dnnl nchw", Cell{flops / plain[p] / 1e9, 0}},
             {"dnnl best", Cell{flops / best[p] / 1e9, 0}},

@@ -101,6 +101,10 @@ const std::vector<Geo>& geometries() {
       // output blocks, with and without padding, and a batch Auto sends there
       {3, 32, 9, 10, 48, 3, 3, {1, 1}, {1, 1}, {1, 1}},
       {8, 32, 7, 6, 32, 3, 3, {1, 1}, {0, 0}, {1, 1}},
+      // Freight's Winograd F(2x2, 3x3): odd planes (a last tile half outside), padding 2 (a
+      // whole tile row on zeros; its input gradient pads 0), blocks of tile rows across images
+      {5, 3, 5, 7, 6, 3, 3, {1, 1}, {2, 2}, {1, 1}},
+      {40, 6, 4, 4, 5, 3, 3, {1, 1}, {1, 0}, {1, 1}},
   };
   return g;
 }
@@ -115,9 +119,9 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
       GTEST_SKIP() << "oneDNN has no Winograd kernels on this CPU (they need AVX-512)";
     // Freight's tile engines are AVX2 and AVX-512 code: with the built-in baseline kernels
     // forcing one is an error, which ConvEngineChoice checks.
-    const bool tile_engine = GetParam() == cpu::ConvEngine::Panel ||
-                             GetParam() == cpu::ConvEngine::Implicit ||
-                             GetParam() == cpu::ConvEngine::Direct;
+    const bool tile_engine =
+        GetParam() == cpu::ConvEngine::Panel || GetParam() == cpu::ConvEngine::Implicit ||
+        GetParam() == cpu::ConvEngine::Direct || GetParam() == cpu::ConvEngine::WinogradF2;
     if (tile_engine && !cpu::conv_has_tile_engines())
       GTEST_SKIP() << "the " << cpu_kernel_isa() << " CPU kernels have no tile engines";
     set_poison_allocations(true);
@@ -156,7 +160,9 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
         GetParam() == cpu::ConvEngine::Dnnl || GetParam() == cpu::ConvEngine::Winograd;
     const bool runs = GetParam() != cpu::ConvEngine::Auto && !(onednn && dtype != DType::F32);
     if (runs) {
-      for (int pass = 0; pass < 3; ++pass)
+      // Freight's Winograd runs the forward and the input gradient, not the weight gradient.
+      const int passes = GetParam() == cpu::ConvEngine::WinogradF2 ? 2 : 3;
+      for (int pass = 0; pass < passes; ++pass)
         EXPECT_GT(cpu::conv_engine_runs(pass, GetParam()), before[pass]) << "pass " << pass;
     }
   }
@@ -198,8 +204,9 @@ TEST_P(ConvEngines, FusedReluIsTheUnfusedPairBitForBit) {
         for (double v : seen[1][0]) zeros += v == 0;
         EXPECT_GT(zeros, 0u) << "the ReLU clamped nothing";
       }
-  if (GetParam() != cpu::ConvEngine::Auto)
+  if (GetParam() != cpu::ConvEngine::Auto) {
     EXPECT_GT(cpu::conv_engine_runs(0, GetParam()), before) << "the forced engine never ran";
+  }
 }
 
 TEST_P(ConvEngines, MatchDirectSumsFloat64) {
@@ -225,6 +232,8 @@ std::string engine_name(const ::testing::TestParamInfo<cpu::ConvEngine>& info) {
       return "Dnnl";
     case cpu::ConvEngine::Winograd:
       return "Winograd";
+    case cpu::ConvEngine::WinogradF2:
+      return "WinogradF2";
   }
   return "Unknown";
 }
@@ -233,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(Cpu, ConvEngines,
                          ::testing::Values(cpu::ConvEngine::Auto, cpu::ConvEngine::Blas,
                                            cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit,
                                            cpu::ConvEngine::Direct, cpu::ConvEngine::Dnnl,
-                                           cpu::ConvEngine::Winograd),
+                                           cpu::ConvEngine::Winograd, cpu::ConvEngine::WinogradF2),
                          engine_name);
 
 // The tile engines exist exactly when the loaded CPU kernels are the avx512 or avx2 ones; forcing
@@ -244,8 +253,8 @@ TEST(ConvEngineChoice, ForcingAnEngineTheKernelsLackIsAnError) {
   if (cpu_kernel_isa() != "built-in") {
     EXPECT_EQ(cpu::conv_has_tile_engines(), tiles);
   }
-  for (cpu::ConvEngine e :
-       {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit, cpu::ConvEngine::Direct}) {
+  for (cpu::ConvEngine e : {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit,
+                            cpu::ConvEngine::Direct, cpu::ConvEngine::WinogradF2}) {
     if (cpu::conv_has_tile_engines()) {
       EXPECT_NO_THROW(cpu::set_conv_engine(e));
     } else {
@@ -383,8 +392,8 @@ TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
   std::vector<cpu::ConvEngine> engines{cpu::ConvEngine::Auto, cpu::ConvEngine::Blas};
   if (cpu::dnnl_conv_built()) engines.push_back(cpu::ConvEngine::Dnnl);
   if (cpu::conv_has_tile_engines())
-    engines.insert(engines.end(),
-                   {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit, cpu::ConvEngine::Direct});
+    engines.insert(engines.end(), {cpu::ConvEngine::Panel, cpu::ConvEngine::Implicit,
+                                   cpu::ConvEngine::Direct, cpu::ConvEngine::WinogradF2});
   for (cpu::ConvEngine engine : engines) {
     cpu::set_conv_engine(engine);
     for (const Geo& geo : geos) {
@@ -414,8 +423,8 @@ TEST(Conv2d, WorkspaceBytesAreWhatEachPassTakes) {
         Tensor dw = Tensor::empty(w.shape(), dt), db = Tensor::empty(b.shape(), dt);
         int64_t most = 0;
         for (int pass = 0; pass < 3; ++pass) {
-          static const char* const kNames[] = {"auto",     "blas",   "panel",
-                                               "implicit", "direct", "dnnl"};
+          static const char* const kNames[] = {"auto",   "blas", "panel",    "implicit",
+                                               "direct", "dnnl", "winograd", "winograd F2"};
           SCOPED_TRACE(fmt::format("engine {}, {}, {}, pass {}", kNames[int(engine)], describe(geo),
                                    dtype_name(dt), pass));
           const int64_t reported = kernels::conv2d_workspace_bytes(DeviceType::CPU, full, pass, dt);

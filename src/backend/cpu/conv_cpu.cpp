@@ -39,6 +39,7 @@
 #include "backend/cpu/conv_dnnl.h"
 #include "backend/cpu/conv_patches.h"
 #include "backend/cpu/conv_tile_engines.h"
+#include "backend/cpu/conv_winograd.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
 #include "ops/kernels/conv.h"
@@ -222,6 +223,10 @@ struct BlasEngine {
 // ================================================================ engine choice
 
 // The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
+bool winograd_f2_preferred(const Conv2dGeometry& g);
+
+//  * Forward and input gradient of a 3x3 stride-1 convolution: WinogradF2 where
+//    winograd_f2_preferred says it measured faster.
 //  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
 //    the padding columns and each image's last-tile overrun; Direct needs two vectors of output
 //    channels and enough taps to hide the transposition of its output); with other strides
@@ -238,6 +243,11 @@ ConvEngine pick(const Conv2dGeometry& g, int pass) {
   ConvEngine forced = forced_conv_engine();
   if (forced == ConvEngine::Dnnl || forced == ConvEngine::Winograd)
     forced = ConvEngine::Auto;  // a pass oneDNN does not run
+  if (pass < 2 && WinogradEngine<float>::applies(g) && input_grad_is_conv(g) &&
+      (forced == ConvEngine::WinogradF2 ||
+       (forced == ConvEngine::Auto && winograd_f2_preferred(g))))
+    return ConvEngine::WinogradF2;
+  if (forced == ConvEngine::WinogradF2) forced = ConvEngine::Auto;  // the weight gradient
   const bool stride1 = g.sh == 1 && g.sw == 1;
   if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
   if (pass == 2) {
@@ -281,6 +291,7 @@ bool use_dnnl(const Conv2dGeometry& g, int pass, ConvEngine e) {
   const ConvEngine forced = forced_conv_engine();
   if (forced == e) return true;  // set_conv_engine checked it is built
   if (forced != ConvEngine::Auto || !conv_dnnl_allowed()) return false;
+  if (pick(g, pass) == ConvEngine::WinogradF2) return false;  // measured faster than oneDNN's
   return e == ConvEngine::Winograd ? winograd_preferred(g, pass) : dnnl_preferred(g, pass);
 }
 // oneDNN's team for the pass: as many threads as the work pays for (threads_for).
@@ -332,10 +343,14 @@ struct Engine {
       case ConvEngine::Panel:
         PanelEngine<T>::forward(x, w, b, g, y, relu);
         break;
+      case ConvEngine::WinogradF2:
+        WinogradEngine<T>::forward(x, w, b, g, y, relu);
+        break;
 #else
       case ConvEngine::Implicit:
       case ConvEngine::Direct:
       case ConvEngine::Panel:
+      case ConvEngine::WinogradF2:
 #endif
       case ConvEngine::Auto:
       case ConvEngine::Dnnl:
@@ -364,10 +379,14 @@ struct Engine {
       case ConvEngine::Panel:
         PanelEngine<T>::backward_input(gy, w, g, dx);
         break;
+      case ConvEngine::WinogradF2:
+        WinogradEngine<T>::backward_input(gy, w, g, dx);
+        break;
 #else
       case ConvEngine::Implicit:
       case ConvEngine::Direct:
       case ConvEngine::Panel:
+      case ConvEngine::WinogradF2:
 #endif
       case ConvEngine::Auto:
       case ConvEngine::Dnnl:
@@ -416,6 +435,7 @@ struct Engine {
       case ConvEngine::Direct:
       case ConvEngine::Panel:
 #endif
+      case ConvEngine::WinogradF2:  // pick never gives it for this pass
       case ConvEngine::Auto:
       case ConvEngine::Dnnl:
       case ConvEngine::Winograd:
@@ -475,6 +495,19 @@ bool winograd_preferred(const Conv2dGeometry& g, int pass) {
   (void)g, (void)pass;
   return false;
 #endif
+}
+
+// Freight's Winograd F(2x2, 3x3) (conv_winograd.h) for the forward and the input gradient of a
+// 3x3 stride-1 convolution: Auto takes it nowhere yet. On the AMD EPYC Zen 3 (avx2, 1 and 2
+// threads, batch 64, freight_conv_libs "winograd F2") it ran resnet56's 32- and 64-channel
+// layers and mnist-cnn's 32 -> 64 at about 0.9 times the direct tiles (0.6-1.5 from run to run
+// on that shared host): its products take 2.25 times fewer multiply-adds, but its transforms,
+// vectorised along a row of tiles (4 to 16 tiles on these planes) and reading the input's even
+// and odd columns apart, cost about as much as the products. Transforms over vectors of
+// channels (a channel-blocked copy of the input, as oneDNN's) are what it needs to win.
+bool winograd_f2_preferred(const Conv2dGeometry& g) {
+  (void)g;
+  return false;
 }
 
 bool dnnl_preferred(const Conv2dGeometry& g, int pass) {
@@ -576,6 +609,9 @@ int64_t tile_workspace_elems(const Conv2dGeometry& g, int pass, ConvEngine e) {
       return pass == 0   ? PanelEngine<T>::forward_work(g).elems()
              : pass == 1 ? PanelEngine<T>::backward_input_work(g).elems()
                          : PanelEngine<T>::backward_weight_work(g).elems();
+    case ConvEngine::WinogradF2:
+      return pass == 0 ? WinogradEngine<T>::forward_work(g).elems()
+                       : WinogradEngine<T>::backward_input_elems(g);
     case ConvEngine::Auto:
     case ConvEngine::Dnnl:
     case ConvEngine::Winograd:

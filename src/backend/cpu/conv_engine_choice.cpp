@@ -16,7 +16,7 @@ namespace {
 std::atomic<int> g_engine{int(ConvEngine::Auto)};
 // Passes run per (pass, engine), counted by the engine that ran, for tests that check a forced
 // engine really ran.
-std::atomic<int64_t> g_runs[3][7];
+std::atomic<int64_t> g_runs[3][8];
 
 // FREIGHT_CONV_DNNL=0 (or "off", "false") keeps Auto off oneDNN from the start.
 bool dnnl_allowed_at_start() {
@@ -43,6 +43,8 @@ const char* engine_name(ConvEngine e) {
       return "Dnnl";
     case ConvEngine::Winograd:
       return "Winograd";
+    case ConvEngine::WinogradF2:
+      return "WinogradF2";
   }
   return "?";
 }
