@@ -122,11 +122,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
                             "corrupt or not a safetensors file",
                             path, kMaxJsonDepth));
   json header;
+  std::string duplicate;
   try {
-    header = json::parse(text);
+    header = parse_json_unique_keys(text, duplicate);
   } catch (const json::exception& e) {
     throw Error(fmt::format("checkpoint '{}': its header is not valid JSON ({})", path, e.what()));
   }
+  FREIGHT_CHECK(duplicate.empty(),
+                fmt::format("checkpoint '{}': its header names the key {} twice: corrupt "
+                            "(which tensor would it be?)",
+                            path, duplicate));
   FREIGHT_CHECK(header.is_object(),
                 fmt::format("checkpoint '{}': header is not a JSON object", path));
   uint64_t data_size = file_size - 8 - n;

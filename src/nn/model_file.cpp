@@ -408,11 +408,18 @@ json parse_json(const std::string& text, const std::string& origin) {
                 fmt::format("model file '{}' is nested more than {} levels deep (arrays and "
                             "objects); real model files need fewer than 10",
                             origin, io::kMaxJsonDepth));
+  json j;
+  std::string duplicate;
   try {
-    return json::parse(text);
+    j = io::parse_json_unique_keys(text, duplicate);
   } catch (const json::exception& e) {
     throw Error(fmt::format("model file '{}' is not valid JSON: {}", origin, e.what()));
   }
+  FREIGHT_CHECK(duplicate.empty(),
+                fmt::format("model file '{}' names the key {} twice; keep one (JSON parsers "
+                            "differ on which one counts)",
+                            origin, duplicate));
+  return j;
 }
 }  // namespace
 

@@ -26,5 +26,22 @@ TEST(JsonLimits, StopsScanningPastTheLimit) {
             kMaxJsonDepth);
 }
 
+// A key named twice in one object is reported with where it is; the same key in different
+// objects, or in objects inside an array, is not a repeat.
+TEST(JsonLimits, FindsAKeyNamedTwiceInOneObject) {
+  std::string dup;
+  EXPECT_EQ(
+      parse_json_unique_keys(R"({"a": 1, "b": {"a": 2}, "c": [{"a": 3}, {"a": 4}]})", dup).dump(),
+      R"({"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]})");
+  EXPECT_EQ(dup, "");
+  EXPECT_TRUE(parse_json_unique_keys(R"({"a": 1, "a": 2})", dup).is_null());
+  EXPECT_EQ(dup, R"("a" in the top level)");
+  parse_json_unique_keys(R"({"x": {}, "train": {"lr": 1, "epochs": 2, "lr": 3}})", dup);
+  EXPECT_EQ(dup, R"("lr" in "train")");
+  parse_json_unique_keys(R"({"layers": [{"type": "relu"}, {"type": "linear", "type": "x"}]})", dup);
+  EXPECT_EQ(dup, R"("type" in "layers"[])");
+  EXPECT_THROW(parse_json_unique_keys(R"({"a": 1,})", dup), nlohmann::json::parse_error);
+}
+
 }  // namespace
 }  // namespace freight::io
