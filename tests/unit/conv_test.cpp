@@ -332,6 +332,39 @@ TEST(Conv2d, AutoRunsWideThreeByThreeConvolutionsOnWinogradFromBatchEight) {
   }
 }
 
+// With the avx2 kernels Auto runs the forward and the input gradient of a 3x3 stride-1
+// convolution with 16 or more input and output channels on Freight's Winograd F(2x2, 3x3) where
+// the batch has 2048 output pixels or more, and never its weight gradient; not at batch 1, not on
+// 64-channel 8x8 planes below batch 32, not on a 3-channel first layer, a 5x5 kernel or stride 2.
+TEST(Conv2d, AutoRunsThreeByThreeConvolutionsOnFreightsWinogradWithTheAvx2Kernels) {
+  if (cpu_kernel_isa() != "avx2") GTEST_SKIP() << "a rule of the avx2 kernels";
+  cpu::set_conv_engine(cpu::ConvEngine::Auto);
+  struct Case {
+    int64_t n, c, hw, o, k, stride;
+    bool winograd;
+  };
+  const Case cases[] = {
+      {8, 16, 32, 16, 3, 1, true},   {8, 32, 16, 32, 3, 1, true},  {32, 64, 8, 64, 3, 1, true},
+      {4, 32, 26, 64, 3, 1, true},   {1, 32, 16, 32, 3, 1, false}, {8, 64, 8, 64, 3, 1, false},
+      {64, 3, 32, 16, 3, 1, false},  {8, 32, 16, 8, 3, 1, false},  {8, 32, 16, 32, 5, 1, false},
+      {64, 32, 16, 32, 3, 2, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("batch {}, {} -> {} channels, {}x{} planes, {}x{}, stride {}", c.n,
+                             c.c, c.o, c.hw, c.hw, c.k, c.k, c.stride));
+    Tensor x = Tensor::normal({c.n, c.c, c.hw, c.hw}).set_requires_grad();
+    Tensor w = Tensor::normal({c.o, c.c, c.k, c.k}).set_requires_grad();
+    int64_t before[3];
+    for (int pass = 0; pass < 3; ++pass)
+      before[pass] = cpu::conv_engine_runs(pass, cpu::ConvEngine::WinogradF2);
+    sum(conv2d(x, w, Tensor(), {c.stride, c.stride}, {1, 1}, {1, 1})).backward();
+    for (int pass = 0; pass < 3; ++pass)
+      EXPECT_EQ(cpu::conv_engine_runs(pass, cpu::ConvEngine::WinogradF2) - before[pass],
+                c.winograd && pass < 2 ? 1 : 0)
+          << "pass " << pass;
+  }
+}
+
 // Only the gradients that are asked for are computed, and the rest stay undefined.
 // The direct engine streams an output of more than 8 MiB to memory with non-temporal stores of
 // whole aligned vectors (the rest as before): planes of 1023 pixels leave most rows unaligned and

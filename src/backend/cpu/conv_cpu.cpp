@@ -226,7 +226,7 @@ struct BlasEngine {
 bool winograd_f2_preferred(const Conv2dGeometry& g);
 
 //  * Forward and input gradient of a 3x3 stride-1 convolution: WinogradF2 where
-//    winograd_f2_preferred says it measured faster.
+//    winograd_f2_preferred says it measured faster (before oneDNN is asked).
 //  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
 //    the padding columns and each image's last-tile overrun; Direct needs two vectors of output
 //    channels and enough taps to hide the transposition of its output); with other strides
@@ -498,16 +498,22 @@ bool winograd_preferred(const Conv2dGeometry& g, int pass) {
 }
 
 // Freight's Winograd F(2x2, 3x3) (conv_winograd.h) for the forward and the input gradient of a
-// 3x3 stride-1 convolution: Auto takes it nowhere yet. On the AMD EPYC Zen 3 (avx2, 1 and 2
-// threads, batch 64, freight_conv_libs "winograd F2") it ran resnet56's 32- and 64-channel
-// layers and mnist-cnn's 32 -> 64 at about 0.9 times the direct tiles (0.6-1.5 from run to run
-// on that shared host): its products take 2.25 times fewer multiply-adds, but its transforms,
-// vectorised along a row of tiles (4 to 16 tiles on these planes) and reading the input's even
-// and odd columns apart, cost about as much as the products. Transforms over vectors of
-// channels (a channel-blocked copy of the input, as oneDNN's) are what it needs to win.
+// 3x3 stride-1 convolution. With the AVX2 kernels, measured on the AMD EPYC Zen 3 against the
+// best of Freight's other engines and oneDNN's (freight_conv_libs, 1 and 2 threads, two runs):
+// resnet56's 16-, 32- and 64-channel layers and mnist-cnn's 32 -> 64 at batch 64 and 256
+// 1.1-2.0x on both passes; at batch 8, 1.2-1.5x where the batch has 2048 output pixels or more
+// (16 and 32 channels, mnist-cnn), 0.6-1.0x below (64 channels on 8x8 planes: the weights'
+// transform and the few tiles per image do not pay); batch 1 0.3-1.0x. Not taken: fewer than 16
+// channels on either side (resnet56's 3-channel stem: 0.4-0.7x, its channel vectors mostly
+// padding). With the AVX-512 kernels not taken at all: oneDNN's own Winograd F(4x4, 3x3) runs
+// the wide layers there, and this engine was not measured on an AVX-512 machine.
 bool winograd_f2_preferred(const Conv2dGeometry& g) {
+#if defined(FREIGHT_CONV_TILES) && !defined(__AVX512F__)
+  return g.c >= 16 && g.o >= 16 && g.n * g.oh * g.ow >= 2048;
+#else
   (void)g;
   return false;
+#endif
 }
 
 bool dnnl_preferred(const Conv2dGeometry& g, int pass) {

@@ -9,21 +9,24 @@
 //   Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1],
 //   Aᵀ = [1 1 1 0; 0 1 -1 -1].
 // The sum over c is, for each of the 16 elements ξ of the 4x4 transforms, a GEMM
-//   M[ξ][k][tile] = Σ_c U[ξ][k][c] · V[ξ][c][tile],
+//   M[ξ][tile][k] = Σ_c V[ξ][tile][c] · U[ξ][c][k],
 // 16 multiply-adds per tile and channel pair where the direct sum takes 4·9 = 36: 2.25 times
-// fewer. The price is the transforms (about 32 additions per input channel and 24 per output
-// channel for each tile, so they pay where channels are many) and rounding: the transforms'
-// sums of up to 9 terms before the multiply make the error somewhat larger than a direct sum's.
-// Transforms of B and A have coefficients 0 and ±1, of G ±½, all exact in binary.
+// fewer. The transforms are additions (coefficients 0 and ±1; G's ±½ is exact in binary), and
+// they run on vectors of channels: each image is first copied into a zero-padded channel-blocked
+// plane [C / lanes][H'][W'][lanes], so a patch row is 4 consecutive vectors and the input
+// transform of a tile is 16 loads, 32 additions and 16 stores for a whole vector of channels;
+// the output transform likewise reads vectors of output channels of M, and scatters each lane
+// to its NCHW plane. Rounding: a transformed value sums up to 9 products' worth of inputs before
+// the multiply, so the error is somewhat above a direct sum's.
 //
-// Work is cut into blocks of whole rows of tiles (a block may span images), sized so that a
-// block's V and M stay in the thread's L2; threads take blocks as they come free, and each
-// output is computed by one block the same way whichever thread runs it.
+// Threads take groups of whole images (several small ones, or one large one cut into blocks of
+// tiles), each with its own blocked copy, V and M sized for its L2. Every output is computed the
+// same way whichever thread runs it and however the tiles are blocked (the sum over c runs in
+// order), so results are the same bits on any thread count.
 #pragma once
 #include "backend/cpu/conv_tiles.h"
 #if defined(FREIGHT_CONV_TILES)
 #include <algorithm>
-#include <numeric>
 
 #include "backend/cpu/conv_patches.h"
 #include "backend/cpu/conv_tile_engines.h"
@@ -34,8 +37,11 @@ template <class T>
 struct WinogradEngine {
   using S = Simd<T>;
   using V = typename S::V;
-  static constexpr int64_t W = S::kLanes, NR = kNV * W;  // tiles per register tile
-  static constexpr int kXi = 16;                         // elements of a 4x4 transform
+  static constexpr int64_t W = S::kLanes;
+  static constexpr int kNK = 2;  // vectors of output channels per register tile
+  static constexpr int kRT = conv_tiles::kAccumulators / kNK;  // tiles per register tile
+  static constexpr int64_t KR = kNK * W;                       // output channels per register tile
+  static constexpr int kXi = 16;                               // elements of a 4x4 transform
 
   static bool applies(const Conv2dGeometry& g) {
     return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.oh > 0 &&
@@ -43,46 +49,57 @@ struct WinogradEngine {
   }
 
   struct Layout {
-    int64_t th, tw;  // tile rows and columns of one image
-    int64_t rows;    // tile rows of the batch, n·th
-    int64_t rb;      // tile rows per block
-    int64_t tbp;     // tiles per block, padded to whole register tiles
-    int64_t kp;      // output channels padded to whole register tiles
-    int64_t v, m;    // a block's V [16][C][tbp] and M [16][kp][tbp]
-    int64_t rowbuf;  // the 4 patch rows and their Bᵀ rows (even, odd columns), 4 output half-rows
+    int64_t th, tw, tiles;  // tile rows, columns and count of one image
+    int64_t hp, wp;         // the padded plane of the blocked copy, 2·th + 2 by 2·tw + 2
+    int64_t cb, cp, kp;     // channel vectors; channels and output channels padded
+    int64_t nb;             // images per group
+    int64_t step;           // tiles per block: whole rows of tiles
+    int64_t tb;             // room for them in whole register tiles
+    int64_t xb;             // one group's blocked copy
+    int64_t v, m;           // a block's V [16][tb][cp] and M [16][tb][kp]
+    int64_t rowbuf;         // one output row of pixel vectors, whole vectors of pixels
+    int nt;                 // threads
+    int64_t groups;
   };
   static Layout layout(const Conv2dGeometry& g) {
     Layout l;
-    l.th = (g.oh + 1) / 2, l.tw = (g.ow + 1) / 2, l.rows = g.n * l.th;
-    l.kp = round_up(g.o, kMR);
+    l.th = (g.oh + 1) / 2, l.tw = (g.ow + 1) / 2, l.tiles = l.th * l.tw;
+    l.hp = 2 * l.th + 2, l.wp = 2 * l.tw + 2;
+    l.cb = (g.c + W - 1) / W, l.cp = l.cb * W, l.kp = round_up(g.o, KR);
+    const double macs = double(kXi) * double(g.n * l.tiles) * double(g.c * g.o);
     // A block's V and M together within a quarter of the per-thread chunk budget.
-    const int64_t per_row = kXi * (g.c + l.kp) * l.tw * int64_t(sizeof(T));
-    l.rb = std::max<int64_t>((kChunkBytes / 4) / std::max<int64_t>(per_row, 1), 1);
-    // Whole register tiles of tiles where the rows allow (8x8 planes have 4 tiles a row: 6
-    // rows fill a 24-tile register tile, where 8 rows would leave half of a second one empty).
-    const int64_t whole = NR / std::gcd(l.tw, NR);
-    l.rb = std::min(l.rows, std::max(whole, l.rb / whole * whole));
-    l.tbp = round_up(l.rb * l.tw, NR);
-    l.v = kXi * g.c * l.tbp, l.m = kXi * l.kp * l.tbp;
-    l.rowbuf = round_up(16 * (l.tw + 1) + 4 * l.tw, W);
+    const int64_t per_tile = kXi * (l.cp + l.kp) * int64_t(sizeof(T));
+    const int64_t most = std::max<int64_t>(kRT, (kChunkBytes / 4) / per_tile / kRT * kRT);
+    if (l.tiles >= most) {  // one image a group, in blocks of about equal size
+      l.nb = 1;
+      const int64_t blocks = (l.tiles + most - 1) / most;
+      l.step = (l.th + blocks - 1) / blocks * l.tw;
+    } else {  // several images a group, leaving groups for two rounds of the threads
+      const int first = threads_for(macs, g.n);
+      l.nb = std::clamp<int64_t>(most / l.tiles, 1, std::max<int64_t>(1, g.n / (2 * first)));
+      l.step = l.nb * l.tiles;
+    }
+    l.tb = round_up(l.step, kRT);
+    l.groups = (g.n + l.nb - 1) / l.nb;
+    l.nt = threads_for(macs, l.groups);
+    l.xb = l.nb * l.cb * l.hp * l.wp * W;
+    l.v = kXi * l.tb * l.cp, l.m = kXi * l.tb * l.kp;
+    l.rowbuf = round_up(2 * l.tw, W) * W;
     return l;
   }
 
   static TileWork forward_work(const Conv2dGeometry& g) {
     const Layout l = layout(g);
-    const int64_t blocks = (l.rows + l.rb - 1) / l.rb;
     TileWork wk;
-    // Multiply-adds of the transformed products, the work the threads share.
-    wk.nt = threads_for(double(kXi) * double(l.rows * l.tw) * double(g.c * g.o), blocks);
-    wk.shared = round_up(kXi * l.kp * g.c, W);  // U, packed for the register tile
-    wk.per_thread = l.v + l.m + l.rowbuf;
+    wk.nt = l.nt;
+    wk.shared = round_up(kXi * l.cp * l.kp, W);  // U
+    wk.per_thread = round_up(l.xb + l.v + l.m + 2 * l.rowbuf, W);
     return wk;
   }
 
-  // U[ξ][kb][c][kMR]: the transformed weights in kMR-row panels of output channels (zeros in
-  // the padding rows).
-  static void transform_weights(const T* w, const Conv2dGeometry& g, const Layout& l, T* up) {
-    std::fill(up, up + kXi * l.kp * g.c, T(0));
+  // U[ξ][c][k] = (G g Gᵀ)[ξ] of the weights of (k, c), zeros in the padding.
+  static void transform_weights(const T* w, const Conv2dGeometry& g, const Layout& l, T* u) {
+    std::fill(u, u + kXi * l.cp * l.kp, T(0));
     const T h = T(0.5);
     for (int64_t k = 0; k < g.o; ++k)
       for (int64_t c = 0; c < g.c; ++c) {
@@ -95,127 +112,116 @@ struct WinogradEngine {
           t[3][q] = f[6 + q];
         }
         for (int a = 0; a < 4; ++a) {
-          const T u[4] = {t[a][0], h * (t[a][0] + t[a][1] + t[a][2]),
-                          h * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
-          for (int b = 0; b < 4; ++b)
-            up[((int64_t(4 * a + b) * (l.kp / kMR) + k / kMR) * g.c + c) * kMR + k % kMR] = u[b];
+          const T row[4] = {t[a][0], h * (t[a][0] + t[a][1] + t[a][2]),
+                            h * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
+          for (int b = 0; b < 4; ++b) u[(int64_t(4 * a + b) * l.cp + c) * l.kp + k] = row[b];
         }
       }
   }
 
-  // V[ξ][c][col + j] for the tw tiles of tile row i of one image plane x [h][w] of channel c.
-  // Patch row a of tile row i is input row 2i − ph + a; tile j's patch columns 2j − pw + 0..3.
-  // eo: per patch row its even then odd columns (tw + 1 each), then the same of Bᵀ·d.
-  static void transform_row(const T* x, const Conv2dGeometry& g, const Layout& l, int64_t i, T* eo,
-                            T* v, int64_t c, int64_t col) {
-    const int64_t n = l.tw + 1;
-    for (int a = 0; a < 4; ++a) {
-      T* e = eo + 2 * a * n;
-      T* o = e + n;
-      const int64_t r = 2 * i - g.ph + a;
-      if (r < 0 || r >= g.h) {
-        std::fill(e, e + 2 * n, T(0));
-        continue;
+  // The channel-blocked copy of `count` images from x (NCHW): image i's vector cb of channels
+  // at xb + (i·cb_count + cb)·hp·wp·W, pixel (r, q) of the padded plane at (r·wp + q)·W, the
+  // image at (ph, pw), zeros elsewhere. A vector of channels by a vector of pixels at a time,
+  // through an in-register transpose.
+  static void block_images(const T* x, const Conv2dGeometry& g, const Layout& l, int64_t count,
+                           T* xb) {
+    const int64_t plane = l.hp * l.wp * W;
+    std::fill(xb, xb + count * l.cb * plane, T(0));
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t cb = 0; cb < l.cb; ++cb) {
+        const int64_t c0 = cb * W, nc = std::min<int64_t>(W, g.c - c0);
+        const T* src = x + (i * g.c + c0) * g.h * g.w;
+        T* dst = xb + (i * l.cb + cb) * plane + (g.ph * l.wp + g.pw) * W;
+        for (int64_t r = 0; r < g.h; ++r)
+          for (int64_t q = 0; q < g.w; q += W) {
+            const int n = int(std::min<int64_t>(W, g.w - q));
+            V v[W];
+            for (int64_t lane = 0; lane < W; ++lane)
+              v[lane] = lane >= nc ? S::zero()
+                        : n == W   ? S::load(src + lane * g.h * g.w + r * g.w + q)
+                                   : S::load_n(src + lane * g.h * g.w + r * g.w + q, n);
+            conv_tiles::transpose(v);
+            for (int p = 0; p < n; ++p) S::store(dst + (r * l.wp + q + p) * W, v[p]);
+          }
       }
-      const T* xr = x + r * g.w;
-      auto edge = [&](int64_t j) {
-        const int64_t ce = 2 * j - g.pw, co = ce + 1;
-        e[j] = ce >= 0 && ce < g.w ? xr[ce] : T(0);
-        o[j] = co >= 0 && co < g.w ? xr[co] : T(0);
-      };
-      // Columns [j0, j1) read inside the row on both halves: a plain strided copy.
-      const int64_t j0 = std::min(n, (g.pw + 1) / 2),
-                    j1 = std::max(j0, std::min(n, (g.w + g.pw - 1) / 2));
-      for (int64_t j = 0; j < j0; ++j) edge(j);
-      const T* xs = xr + 2 * j0 - g.pw;
-#pragma omp simd
-      for (int64_t j = 0; j < j1 - j0; ++j) {
-        e[j0 + j] = xs[2 * j];
-        o[j0 + j] = xs[2 * j + 1];
-      }
-      for (int64_t j = j1; j < n; ++j) edge(j);
+  }
+
+  // V[ξ][t][cb·W ..] = Bᵀ d B of the patch at p (row stride rs), a vector of channels.
+  static void transform_input(const T* p, int64_t rs, T* v, int64_t xs) {
+    V d[4][4];
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b) d[a][b] = S::load(p + a * rs + b * W);
+    for (int b = 0; b < 4; ++b) {  // Bᵀ over the patch rows
+      const V r0 = S::sub(d[0][b], d[2][b]), r1 = S::add(d[1][b], d[2][b]),
+              r2 = S::sub(d[2][b], d[1][b]), r3 = S::sub(d[1][b], d[3][b]);
+      d[0][b] = r0, d[1][b] = r1, d[2][b] = r2, d[3][b] = r3;
     }
-    // Bᵀ over the patch rows: D_0 = d_0 − d_2, D_1 = d_1 + d_2, D_2 = d_2 − d_1, D_3 = d_1 − d_3,
-    // even and odd columns alike (2n values per row, the odd after the even).
-    const T *d0 = eo, *d1 = eo + 2 * n, *d2 = eo + 4 * n, *d3 = eo + 6 * n;
-    T* dd = eo + 8 * n;
-#pragma omp simd
-    for (int64_t j = 0; j < 2 * n; ++j) {
-      dd[j] = d0[j] - d2[j];
-      dd[2 * n + j] = d1[j] + d2[j];
-      dd[4 * n + j] = d2[j] - d1[j];
-      dd[6 * n + j] = d1[j] - d3[j];
-    }
-    // Then over the columns of each D_a: tile j's are even j, odd j, even j + 1, odd j + 1.
-    const int64_t xs = g.c * l.tbp;  // from one ξ to the next in V
-    T* vc = v + c * l.tbp + col;
-    for (int a = 0; a < 4; ++a) {
-      const T* de = dd + 2 * a * n;
-      const T* dO = de + n;
-      T* out = vc + 4 * a * xs;
-#pragma omp simd
-      for (int64_t j = 0; j < l.tw; ++j) {
-        out[j] = de[j] - de[j + 1];
-        out[xs + j] = dO[j] + de[j + 1];
-        out[2 * xs + j] = de[j + 1] - dO[j];
-        out[3 * xs + j] = dO[j] - dO[j + 1];
-      }
+    for (int a = 0; a < 4; ++a) {  // then over the columns
+      T* out = v + 4 * a * xs;
+      S::store(out, S::sub(d[a][0], d[a][2]));
+      S::store(out + xs, S::add(d[a][1], d[a][2]));
+      S::store(out + 2 * xs, S::sub(d[a][2], d[a][1]));
+      S::store(out + 3 * xs, S::sub(d[a][1], d[a][3]));
     }
   }
 
-  // M[ξ][k0 .. k0 + kMR)[t0 .. t0 + NR) = Σ_c U[ξ][k][c] · V[ξ][c][t]: kMR broadcast weights
-  // against kNV vectors of tiles.
-  static void product_tile(const T* up, const T* v, int64_t C, int64_t ldv, T* m, int64_t ldm) {
-    V acc[kMR][kNV];
-    for (int r = 0; r < kMR; ++r)
-      for (int u = 0; u < kNV; ++u) acc[r][u] = S::zero();
+  // M[ξ][t0 .. t0 + kRT)[k0 .. k0 + KR) = Σ_c V[ξ][t][c] · U[ξ][c][k]: kRT broadcast inputs
+  // against kNK vectors of output channels.
+  static void product_tile(const T* v, int64_t ldv, const T* u, int64_t ldu, int64_t C, T* m,
+                           int64_t ldm) {
+    V acc[kRT][kNK];
+    for (int r = 0; r < kRT; ++r)
+      for (int q = 0; q < kNK; ++q) acc[r][q] = S::zero();
     for (int64_t c = 0; c < C; ++c) {
-      V b[kNV];
-      for (int u = 0; u < kNV; ++u) b[u] = S::load(v + c * ldv + u * W);
-      for (int r = 0; r < kMR; ++r) {
-        const V a = S::set1(up[c * kMR + r]);
-        for (int u = 0; u < kNV; ++u) acc[r][u] = S::fma(a, b[u], acc[r][u]);
+      V b[kNK];
+      for (int q = 0; q < kNK; ++q) b[q] = S::load(u + c * ldu + q * W);
+      for (int r = 0; r < kRT; ++r) {
+        const V a = S::set1(v[r * ldv + c]);
+        for (int q = 0; q < kNK; ++q) acc[r][q] = S::fma(a, b[q], acc[r][q]);
       }
     }
-    for (int r = 0; r < kMR; ++r)
-      for (int u = 0; u < kNV; ++u) S::store(m + r * ldm + u * W, acc[r][u]);
+    for (int r = 0; r < kRT; ++r)
+      for (int q = 0; q < kNK; ++q) S::store(m + r * ldm + q * W, acc[r][q]);
   }
 
-  // Output tile row i of image img from M (tiles col .. col + tw of the block), Aᵀ·M·A per tile,
-  // with the bias and the ReLU, cropped to the plane.
-  static void output_row(const T* m, const Conv2dGeometry& g, const Layout& l, int64_t img,
-                         int64_t i, int64_t col, const T* bias, bool relu, T* tmp, T* y) {
-    const int64_t tw = l.tw, xs = l.kp * l.tbp;
-    T *y00 = tmp, *y01 = tmp + tw, *y10 = tmp + 2 * tw, *y11 = tmp + 3 * tw;
-    const bool second_row = 2 * i + 1 < g.oh;
-    for (int64_t k = 0; k < g.o; ++k) {
-      const T* mk = m + k * l.tbp + col;
-      const T b = bias ? bias[k] : T(0);
-#pragma omp simd
-      for (int64_t j = 0; j < tw; ++j) {
-        T s[4], t[4];  // Aᵀ over the rows of the 4x4 M
-        for (int q = 0; q < 4; ++q) {
-          const T m0 = mk[q * xs + j], m1 = mk[(4 + q) * xs + j], m2 = mk[(8 + q) * xs + j],
-                  m3 = mk[(12 + q) * xs + j];
-          s[q] = m0 + m1 + m2;
-          t[q] = m1 - m2 - m3;
-        }
-        y00[j] = s[0] + s[1] + s[2] + b;
-        y01[j] = s[1] - s[2] - s[3] + b;
-        y10[j] = t[0] + t[1] + t[2] + b;
-        y11[j] = t[1] - t[2] - t[3] + b;
-      }
-      T* yr = y + ((img * g.o + k) * g.oh + 2 * i) * g.ow;
-      auto put = [&](T* row, const T* even, const T* odd) {
-        const int64_t pairs = g.ow / 2;
-        for (int64_t j = 0; j < pairs; ++j) {
-          row[2 * j] = relu ? relu_value(even[j]) : even[j];
-          row[2 * j + 1] = relu ? relu_value(odd[j]) : odd[j];
-        }
-        if (g.ow % 2) row[2 * pairs] = relu ? relu_value(even[pairs]) : even[pairs];
-      };
-      put(yr, y00, y01);
-      if (second_row) put(yr + g.ow, y10, y11);
+  // Aᵀ M A of one tile for a vector of output channels, with the bias and the ReLU: its four
+  // outputs, (0, 0) and (0, 1) at row0[0] and row0[W], (1, 0) and (1, 1) at row1[0], row1[W].
+  static void transform_output(const T* m, int64_t xs, V bias, bool relu, T* row0, T* row1) {
+    V s[4], t[4];
+    for (int b = 0; b < 4; ++b) {  // Aᵀ over the rows of M
+      const V m0 = S::load(m + b * xs), m1 = S::load(m + (4 + b) * xs),
+              m2 = S::load(m + (8 + b) * xs), m3 = S::load(m + (12 + b) * xs);
+      s[b] = S::add(S::add(m0, m1), m2);
+      t[b] = S::sub(S::sub(m1, m2), m3);
+    }
+    V out[4] = {S::add(S::add(S::add(s[0], s[1]), s[2]), bias),
+                S::add(S::sub(S::sub(s[1], s[2]), s[3]), bias),
+                S::add(S::add(S::add(t[0], t[1]), t[2]), bias),
+                S::add(S::sub(S::sub(t[1], t[2]), t[3]), bias)};
+    if (relu)
+      for (V& o : out) o = S::relu(o);
+    S::store(row0, out[0]);
+    S::store(row0 + W, out[1]);
+    S::store(row1, out[2]);
+    S::store(row1 + W, out[3]);
+  }
+
+  // Output row `orow` of `lanes` channels from k0 into y (channel k0's plane), from the row
+  // buffer of pixel vectors rb[px][W]: a vector of pixels by a vector of channels at a time,
+  // through an in-register transpose.
+  static void store_row(const T* rb, const Conv2dGeometry& g, int64_t orow, int lanes, T* y) {
+    const int64_t P = g.oh * g.ow;
+    for (int64_t px = 0; px < g.ow; px += W) {
+      const int n = int(std::min<int64_t>(W, g.ow - px));
+      V v[W];
+      for (int p = 0; p < W; ++p) v[p] = S::load(rb + (px + p) * W);
+      conv_tiles::transpose(v);
+      T* dst = y + orow * g.ow + px;
+      for (int lane = 0; lane < lanes; ++lane)
+        if (n == W)
+          S::store(dst + lane * P, v[lane]);
+        else
+          S::store_n(dst + lane * P, v[lane], n);
     }
   }
 
@@ -225,36 +231,50 @@ struct WinogradEngine {
     const Layout l = layout(g);
     const TileWork wk = forward_work(g);
     Tensor ws = Tensor::empty({wk.elems()}, dtype_of<T>());
-    T* up = ptr<T>(ws);
-    transform_weights(w, g, l, up);
-    const int64_t blocks = (l.rows + l.rb - 1) / l.rb, plane = g.h * g.w;
-    dynamic_threads(wk.nt, blocks, 1, [&](int t, int64_t b0, int64_t b1) {
-      T* v = up + wk.shared + t * wk.per_thread;
+    T* u = ptr<T>(ws);
+    transform_weights(w, g, l, u);
+    const int64_t P = g.oh * g.ow, rs = l.wp * W, plane = l.hp * rs;
+    dynamic_threads(l.nt, l.groups, 1, [&](int t, int64_t g0, int64_t g1) {
+      T* xb = u + wk.shared + t * wk.per_thread;
+      T* v = xb + l.xb;
       T* m = v + l.v;
-      T* eo = m + l.m;
-      T* tmp = eo + 16 * (l.tw + 1);
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t r0 = b * l.rb, r1 = std::min(l.rows, r0 + l.rb);
-        const int64_t used = (r1 - r0) * l.tw;
-        for (int64_t c = 0; c < g.c; ++c) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const int64_t img = r / l.th, i = r % l.th;
-            transform_row(x + (img * g.c + c) * plane, g, l, i, eo, v, c, (r - r0) * l.tw);
+      T* rows = m + l.m;
+      for (int64_t grp = g0; grp < g1; ++grp) {
+        const int64_t img0 = grp * l.nb, count = std::min(l.nb, g.n - img0);
+        block_images(x + img0 * g.c * g.h * g.w, g, l, count, xb);
+        const int64_t tiles = count * l.tiles;
+        for (int64_t t0 = 0; t0 < tiles; t0 += l.step) {
+          const int64_t used = std::min(l.step, tiles - t0), padded = round_up(used, kRT);
+          // Inputs, a vector of channels at a time; the register tiles' overrun reads zeros.
+          for (int64_t q = 0; q < used; ++q) {
+            const int64_t tt = t0 + q, i = tt / l.tiles, r = tt % l.tiles / l.tw, c = tt % l.tw;
+            const T* p = xb + i * l.cb * plane + 2 * r * rs + 2 * c * W;
+            for (int64_t cb = 0; cb < l.cb; ++cb)
+              transform_input(p + cb * plane, rs, v + q * l.cp + cb * W, l.tb * l.cp);
           }
-          // The register tiles' overrun past the block's tiles reads zeros.
-          for (int xi = 0; xi < kXi; ++xi) {
-            T* p = v + (xi * g.c + c) * l.tbp;
-            std::fill(p + used, p + round_up(used, NR), T(0));
+          for (int xi = 0; xi < kXi; ++xi)
+            std::fill(v + (xi * l.tb + used) * l.cp, v + (xi * l.tb + padded) * l.cp, T(0));
+          for (int xi = 0; xi < kXi; ++xi)
+            for (int64_t k0 = 0; k0 < l.kp; k0 += KR)
+              for (int64_t q = 0; q < padded; q += kRT)
+                product_tile(v + (xi * l.tb + q) * l.cp, l.cp, u + xi * l.cp * l.kp + k0, l.kp, g.c,
+                             m + (xi * l.tb + q) * l.kp + k0, l.kp);
+          // Outputs, a row of tiles and a vector of output channels at a time (blocks hold
+          // whole rows of tiles).
+          for (int64_t q0 = 0; q0 < used; q0 += l.tw) {
+            const int64_t tt = t0 + q0, i = img0 + tt / l.tiles, r = tt % l.tiles / l.tw;
+            for (int64_t k0 = 0; k0 < g.o; k0 += W) {
+              const int lanes = int(std::min<int64_t>(W, g.o - k0));
+              const V b = bias ? S::load_n(bias + k0, lanes) : S::zero();
+              for (int64_t c = 0; c < l.tw; ++c)
+                transform_output(m + (q0 + c) * l.kp + k0, l.tb * l.kp, b, relu, rows + 2 * c * W,
+                                 rows + l.rowbuf + 2 * c * W);
+              T* yk = y + (i * g.o + k0) * P;
+              store_row(rows, g, 2 * r, lanes, yk);
+              if (2 * r + 1 < g.oh) store_row(rows + l.rowbuf, g, 2 * r + 1, lanes, yk);
+            }
           }
         }
-        const int64_t tiles = round_up(used, NR);
-        for (int xi = 0; xi < kXi; ++xi)
-          for (int64_t k0 = 0; k0 < l.kp; k0 += kMR)
-            for (int64_t t0 = 0; t0 < tiles; t0 += NR)
-              product_tile(up + (xi * l.kp + k0) * g.c, v + xi * g.c * l.tbp + t0, g.c, l.tbp,
-                           m + (xi * l.kp + k0) * l.tbp + t0, l.tbp);
-        for (int64_t r = r0; r < r1; ++r)
-          output_row(m, g, l, r / l.th, r % l.th, (r - r0) * l.tw, bias, relu, tmp, y);
       }
     });
   }
