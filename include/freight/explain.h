@@ -34,7 +34,9 @@ struct LayerCost {
   // The class of Freight kernel that runs it, for the measured efficiencies of
   // DevicePeaks::efficiency: the type, or a finer class where one type runs at very different
   // fractions of the roofline ("Conv2d:narrow": a convolution whose GEMM has a dimension of at
-  // most 16, out channels or in channels x kernel area, as in a network's first layers).
+  // most 16, out channels or in channels x kernel area, as in a network's first layers;
+  // "Conv2d:3x3": 3x3 at stride 1 with 16 or more channels in and out over 2048 or more output
+  // pixels, which the CPU runs as a Winograd).
   std::string kernel;
   const void* tag = nullptr;        // the module (its LayerScope tag)
   bool container = false;           // a module with children (its own cost excludes theirs)

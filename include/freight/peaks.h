@@ -60,12 +60,13 @@ struct DevicePeaks {
   // ---- Freight's own kernels on this device ----
   // The fraction of its roofline time (freight/plan.h: roofline_seconds) that a forward and
   // backward pass of a reference layer of each type reaches here, after its per-op costs:
-  // "Linear", "Linear:wide", "Conv2d", "Conv2d:narrow", "LSTM", "ReLU", ..., "loss",
+  // "Linear", "Linear:wide", "Conv2d", "Conv2d:narrow", "Conv2d:3x3", "LSTM", "ReLU", ..., "loss",
   // "optimizer:sgd", "optimizer:adam" (freight/explain.h: LayerCost::kernel). The reference shapes
   // are fixed (src/profile/calibrate.cpp), never a model's own; freight plan divides its roofline
   // times by these fractions.
   std::map<std::string, double> efficiency;
-  double efficiency_for(const std::string& type) const;  // 1 for a type not measured
+  // 1 for a type not measured; a class ("Conv2d:3x3") not measured takes its type's figure.
+  double efficiency_for(const std::string& type) const;
 
   // ---- CPU: the work per thread from which splitting a kernel over threads pays here ----
   // (freight/parallel_thresholds.h). Measured with `threads`; parallel_measured is false in a

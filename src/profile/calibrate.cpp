@@ -38,8 +38,9 @@ std::vector<Reference> references() {
   std::vector<Reference> refs = {
       {std::make_shared<Linear>(512, 512), {64, 512}},
       {std::make_shared<Linear>(2048, 2048), {64, 2048}},  // "Linear:wide" (16 MiB of weight)
-      {std::make_shared<Conv2d>(16, 32, 3, 1, 1), {32, 16, 16, 16}},
-      {std::make_shared<Conv2d>(3, 8, 5, 1, 2), {32, 3, 32, 32}},  // "Conv2d:narrow"
+      {std::make_shared<Conv2d>(16, 32, 3, 2, 1), {32, 16, 32, 32}},
+      {std::make_shared<Conv2d>(32, 32, 3, 1, 1), {32, 32, 16, 16}},  // "Conv2d:3x3"
+      {std::make_shared<Conv2d>(3, 8, 5, 1, 2), {32, 3, 32, 32}},     // "Conv2d:narrow"
       {std::make_shared<MaxPool2d>(2), {32, 32, 32, 32}},
       {std::make_shared<AvgPool2d>(2), {32, 32, 32, 32}},
       {std::make_shared<BatchNorm2d>(32), {32, 32, 16, 16}},

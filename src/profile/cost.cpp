@@ -57,9 +57,19 @@ void leaf_rules(const nn::Module& m, LayerCost& c, bool grad_in) {
       c.kernel = "Linear:wide";
   } else if (t == "Conv2d") {
     // weight [out, in, kh, kw]: the GEMM is out x (in·kh·kw) by (in·kh·kw) x pixels; a narrow
-    // one reaches a much smaller fraction of the GEMM peak.
-    const Shape& w = dynamic_cast<const nn::Conv2d&>(m).weight().shape();
-    if (w.size() == 4 && std::min(w[0], w[1] * w[2] * w[3]) <= 16) c.kernel = "Conv2d:narrow";
+    // one reaches a much smaller fraction of the GEMM peak. A 3x3 stride-1 one with 16 or more
+    // channels in and out over 2048 or more output pixels is a class of its own: the CPU's
+    // avx2 kernels run it as a Winograd F(2x2, 3x3) with 2.25 times fewer multiply-adds than
+    // the FLOPs counted here (conv_winograd.h), the avx512 ones on oneDNN's Winograd from 32
+    // channels.
+    const auto& conv = dynamic_cast<const nn::Conv2d&>(m);
+    const Shape& w = conv.weight().shape();
+    const bool three = w.size() == 4 && w[2] == 3 && w[3] == 3 && conv.stride().h == 1 &&
+                       conv.stride().w == 1 && conv.dilation().h == 1 && conv.dilation().w == 1;
+    if (three && w[0] >= 16 && w[1] >= 16 && out / double(w[0]) >= 2048)
+      c.kernel = "Conv2d:3x3";
+    else if (w.size() == 4 && std::min(w[0], w[1] * w[2] * w[3]) <= 16)
+      c.kernel = "Conv2d:narrow";
     c.fwd_gemms = 1;
     c.bwd_ops = 2;
     c.bwd_gemms = 2;

@@ -186,6 +186,9 @@ json read_cache(const std::string& path) {
 
 double DevicePeaks::efficiency_for(const std::string& type) const {
   auto it = efficiency.find(type);
+  // A class a cache from before it was measured lacks ("Conv2d:3x3") takes its type's figure.
+  if (it == efficiency.end() && type.find(':') != std::string::npos)
+    it = efficiency.find(type.substr(0, type.find(':')));
   return it == efficiency.end() ? 1.0 : it->second;
 }
 

@@ -60,7 +60,7 @@ class ArraysData : public ::testing::Test {
 TEST_F(ArraysData, ASplitOtherThanTrainOrTestIsRefusedNamingIt) {
   std::string p = npz({{"x.npy", npy_of("|u1", {5, 28, 28}, pixels(5))},
                        {"y.npy", npy_of("<i8", {5}, std::vector<int64_t>{0, 9, 3, 3, 1})}});
-  for (const std::string data : {p, std::string("synthetic")}) {
+  for (const std::string& data : {p, std::string("synthetic")}) {
     const std::string e = error_loading(data, mlp_, "valid");
     EXPECT_NE(e.find("split 'valid' is neither 'train' nor 'test'"), std::string::npos) << e;
     EXPECT_NE(e.find(data), std::string::npos) << e;

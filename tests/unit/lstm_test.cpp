@@ -337,10 +337,11 @@ TEST(Lstm, NanAndInfinityFlowAsInTheComposite) {
         for (size_t i = 0; i < va.size(); ++i) {
           ASSERT_EQ(std::isnan(va[i]), std::isnan(vb[i])) << "H " << H << ", element " << i;
           nans += std::isnan(va[i]);
-          if (std::isinf(vb[i]))
+          if (std::isinf(vb[i])) {
             EXPECT_EQ(va[i], vb[i]) << "H " << H << ", element " << i;
-          else if (!std::isnan(vb[i]))
+          } else if (!std::isnan(vb[i])) {
             EXPECT_NEAR(va[i], vb[i], 1e-4) << "H " << H << ", element " << i;
+          }
         }
         EXPECT_GT(nans, 0);
       }

@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "freight/error.h"
+#include "freight/explain.h"
+#include "freight/nn/layers.h"
 #include "freight/peaks.h"
 #include "freight/runtime.h"
 #include "profile/peaks_device.h"
@@ -185,6 +187,43 @@ TEST_F(Peaks, CorruptCacheIsAnErrorNamingTheFile) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(file_), std::string::npos) << e.what();
+  }
+}
+
+// The efficiency of a class of a layer type falls back to the type's own where the cache was
+// written before the class was measured ("Conv2d:3x3" came after "Conv2d"); a type never
+// measured counts as 1.
+TEST_F(Peaks, AClassNotMeasuredTakesItsTypesEfficiency) {
+  DevicePeaks p = fake("k");
+  p.efficiency = {{"Conv2d", 0.6}, {"Conv2d:narrow", 0.3}};
+  EXPECT_DOUBLE_EQ(p.efficiency_for("Conv2d:narrow"), 0.3);
+  EXPECT_DOUBLE_EQ(p.efficiency_for("Conv2d:3x3"), 0.6);
+  EXPECT_DOUBLE_EQ(p.efficiency_for("Conv2d"), 0.6);
+  EXPECT_DOUBLE_EQ(p.efficiency_for("LSTM"), 1.0);
+  EXPECT_DOUBLE_EQ(p.efficiency_for("Linear:wide"), 1.0);
+}
+
+// Convolutions fall into the classes calibrate.cpp measures apart: 3x3 at stride 1 with 16 or
+// more channels in and out over 2048 or more output pixels of the batch (what the CPU runs as a
+// Winograd), narrow ones (a GEMM side of 16 or less), and the rest.
+TEST_F(Peaks, ConvolutionsGetTheirKernelClass) {
+  struct Case {
+    nn::ModulePtr conv;
+    Shape input;
+    const char* kernel;
+  };
+  const Case cases[] = {
+      {std::make_shared<nn::Conv2d>(16, 16, 3, 1, 1), {64, 16, 32, 32}, "Conv2d:3x3"},
+      {std::make_shared<nn::Conv2d>(32, 64, 3, 1, 0), {8, 32, 26, 26}, "Conv2d:3x3"},
+      {std::make_shared<nn::Conv2d>(16, 16, 3, 1, 1), {1, 16, 32, 32}, "Conv2d:narrow"},
+      {std::make_shared<nn::Conv2d>(32, 32, 3, 1, 1), {1, 32, 16, 16}, "Conv2d"},
+      {std::make_shared<nn::Conv2d>(16, 32, 3, 2, 1), {64, 16, 32, 32}, "Conv2d"},
+      {std::make_shared<nn::Conv2d>(32, 32, 5, 1, 2), {64, 32, 16, 16}, "Conv2d"},
+      {std::make_shared<nn::Conv2d>(3, 16, 3, 1, 1), {64, 3, 32, 32}, "Conv2d:narrow"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.conv->describe() + " on " + shape_str(c.input));
+    EXPECT_EQ(layer_costs(*c.conv, c.input, true).front().kernel, c.kernel);
   }
 }
 

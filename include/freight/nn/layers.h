@@ -59,6 +59,8 @@ class Conv2d : public Module {
   int64_t workspace_bytes(const Shape& in, Device device, bool input_grad) const override;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
+  Size2 stride() const { return stride_; }
+  Size2 dilation() const { return dilation_; }
 
  private:
   int64_t in_, out_;
