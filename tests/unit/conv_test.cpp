@@ -299,6 +299,32 @@ TEST(Conv2d, AutoRunsLeNetsSecondForwardOnOneDnnFromBatchSixteen) {
   }
 }
 
+// A convolution for Auto to place: batch, channels in, plane side, channels out, kernel side,
+// stride (padding 1), and whether the engine under test should take it.
+struct AutoCase {
+  int64_t n, c, hw, o, k, stride;
+  bool taken;
+};
+// Runs each case's forward and backward under Auto and checks that `engine` ran exactly the
+// first `passes` passes (forward, input gradient, weight gradient) of the cases it should take,
+// and none of the others.
+void expect_auto_places(cpu::ConvEngine engine, std::initializer_list<AutoCase> cases, int passes) {
+  cpu::set_conv_engine(cpu::ConvEngine::Auto);
+  for (const AutoCase& c : cases) {
+    SCOPED_TRACE(fmt::format("batch {}, {} -> {} channels, {}x{} planes, {}x{}, stride {}", c.n,
+                             c.c, c.o, c.hw, c.hw, c.k, c.k, c.stride));
+    Tensor x = Tensor::normal({c.n, c.c, c.hw, c.hw}).set_requires_grad();
+    Tensor w = Tensor::normal({c.o, c.c, c.k, c.k}).set_requires_grad();
+    int64_t before[3];
+    for (int pass = 0; pass < 3; ++pass) before[pass] = cpu::conv_engine_runs(pass, engine);
+    sum(conv2d(x, w, Tensor(), {c.stride, c.stride}, {1, 1}, {1, 1})).backward();
+    for (int pass = 0; pass < 3; ++pass)
+      EXPECT_EQ(cpu::conv_engine_runs(pass, engine) - before[pass],
+                c.taken && pass < passes ? 1 : 0)
+          << "pass " << pass;
+  }
+}
+
 // Auto runs every pass of a 3x3 stride-1 convolution with 32 or more input and output channels
 // (whole 16-channel vectors) on oneDNN's Winograd kernels from batch 8, where they measured
 // 1.2-2.2x the best other engine; at batch 1, with 16 channels, a 5x5 kernel or stride 2 it does
@@ -306,30 +332,17 @@ TEST(Conv2d, AutoRunsLeNetsSecondForwardOnOneDnnFromBatchSixteen) {
 TEST(Conv2d, AutoRunsWideThreeByThreeConvolutionsOnWinogradFromBatchEight) {
   if (cpu_kernel_isa() != "avx512" || !cpu::conv_dnnl_allowed() || !cpu::dnnl_winograd_runs())
     GTEST_SKIP() << "a rule of the avx512 kernels with oneDNN's Winograd";
-  cpu::set_conv_engine(cpu::ConvEngine::Auto);
-  struct Case {
-    int64_t n, c, hw, o, k, stride;
-    bool winograd;
-  };
-  const Case cases[] = {
-      {8, 32, 16, 32, 3, 1, true},  {64, 64, 8, 64, 3, 1, true},  {8, 32, 12, 64, 3, 1, true},
-      {1, 32, 16, 32, 3, 1, false}, {8, 16, 16, 16, 3, 1, false}, {8, 32, 16, 16, 3, 1, false},
-      {8, 32, 16, 32, 5, 1, false}, {8, 32, 16, 32, 3, 2, false}, {8, 40, 16, 32, 3, 1, false},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("batch {}, {} -> {} channels, {}x{}, stride {}", c.n, c.c, c.o, c.k,
-                             c.k, c.stride));
-    Tensor x = Tensor::normal({c.n, c.c, c.hw, c.hw}).set_requires_grad();
-    Tensor w = Tensor::normal({c.o, c.c, c.k, c.k}).set_requires_grad();
-    int64_t before[3];
-    for (int pass = 0; pass < 3; ++pass)
-      before[pass] = cpu::conv_engine_runs(pass, cpu::ConvEngine::Winograd);
-    sum(conv2d(x, w, Tensor(), {c.stride, c.stride}, {1, 1}, {1, 1})).backward();
-    for (int pass = 0; pass < 3; ++pass)
-      EXPECT_EQ(cpu::conv_engine_runs(pass, cpu::ConvEngine::Winograd) - before[pass],
-                c.winograd ? 1 : 0)
-          << "pass " << pass;
-  }
+  expect_auto_places(cpu::ConvEngine::Winograd,
+                     {{8, 32, 16, 32, 3, 1, true},
+                      {64, 64, 8, 64, 3, 1, true},
+                      {8, 32, 12, 64, 3, 1, true},
+                      {1, 32, 16, 32, 3, 1, false},
+                      {8, 16, 16, 16, 3, 1, false},
+                      {8, 32, 16, 16, 3, 1, false},
+                      {8, 32, 16, 32, 5, 1, false},
+                      {8, 32, 16, 32, 3, 2, false},
+                      {8, 40, 16, 32, 3, 1, false}},
+                     3);
 }
 
 // With the avx2 kernels Auto runs the forward and the input gradient of a 3x3 stride-1
@@ -338,31 +351,18 @@ TEST(Conv2d, AutoRunsWideThreeByThreeConvolutionsOnWinogradFromBatchEight) {
 // 64-channel 8x8 planes below batch 32, not on a 3-channel first layer, a 5x5 kernel or stride 2.
 TEST(Conv2d, AutoRunsThreeByThreeConvolutionsOnFreightsWinogradWithTheAvx2Kernels) {
   if (cpu_kernel_isa() != "avx2") GTEST_SKIP() << "a rule of the avx2 kernels";
-  cpu::set_conv_engine(cpu::ConvEngine::Auto);
-  struct Case {
-    int64_t n, c, hw, o, k, stride;
-    bool winograd;
-  };
-  const Case cases[] = {
-      {8, 16, 32, 16, 3, 1, true},   {8, 32, 16, 32, 3, 1, true},  {32, 64, 8, 64, 3, 1, true},
-      {4, 32, 26, 64, 3, 1, true},   {1, 32, 16, 32, 3, 1, false}, {8, 64, 8, 64, 3, 1, false},
-      {64, 3, 32, 16, 3, 1, false},  {8, 32, 16, 8, 3, 1, false},  {8, 32, 16, 32, 5, 1, false},
-      {64, 32, 16, 32, 3, 2, false},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("batch {}, {} -> {} channels, {}x{} planes, {}x{}, stride {}", c.n,
-                             c.c, c.o, c.hw, c.hw, c.k, c.k, c.stride));
-    Tensor x = Tensor::normal({c.n, c.c, c.hw, c.hw}).set_requires_grad();
-    Tensor w = Tensor::normal({c.o, c.c, c.k, c.k}).set_requires_grad();
-    int64_t before[3];
-    for (int pass = 0; pass < 3; ++pass)
-      before[pass] = cpu::conv_engine_runs(pass, cpu::ConvEngine::WinogradF2);
-    sum(conv2d(x, w, Tensor(), {c.stride, c.stride}, {1, 1}, {1, 1})).backward();
-    for (int pass = 0; pass < 3; ++pass)
-      EXPECT_EQ(cpu::conv_engine_runs(pass, cpu::ConvEngine::WinogradF2) - before[pass],
-                c.winograd && pass < 2 ? 1 : 0)
-          << "pass " << pass;
-  }
+  expect_auto_places(cpu::ConvEngine::WinogradF2,
+                     {{8, 16, 32, 16, 3, 1, true},
+                      {8, 32, 16, 32, 3, 1, true},
+                      {32, 64, 8, 64, 3, 1, true},
+                      {4, 32, 26, 64, 3, 1, true},
+                      {1, 32, 16, 32, 3, 1, false},
+                      {8, 64, 8, 64, 3, 1, false},
+                      {64, 3, 32, 16, 3, 1, false},
+                      {8, 32, 16, 8, 3, 1, false},
+                      {8, 32, 16, 32, 5, 1, false},
+                      {64, 32, 16, 32, 3, 2, false}},
+                     2);
 }
 
 // Only the gradients that are asked for are computed, and the rest stay undefined.
