@@ -57,9 +57,6 @@ nlohmann::json parse_json_unique_keys(std::string_view text, std::string& duplic
   auto callback = [&](int, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
-        open.push_back({{}, name_of_next()});
-        last_key.clear();
-        break;
       case json::parse_event_t::array_start:
         open.push_back({{}, name_of_next()});
         last_key.clear();

@@ -222,9 +222,9 @@ struct BlasEngine {
 
 // ================================================================ engine choice
 
-// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
 bool winograd_f2_preferred(const Conv2dGeometry& g);
 
+// The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
 //  * Forward and input gradient of a 3x3 stride-1 convolution: WinogradF2 where
 //    winograd_f2_preferred says it measured faster (before oneDNN is asked).
 //  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
