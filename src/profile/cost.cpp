@@ -60,8 +60,8 @@ void leaf_rules(const nn::Module& m, LayerCost& c, bool grad_in) {
     // one reaches a much smaller fraction of the GEMM peak. A 3x3 stride-1 one with 16 or more
     // channels in and out over 2048 or more output pixels is a class of its own: the CPU's
     // avx2 kernels run it as a Winograd F(2x2, 3x3) with 2.25 times fewer multiply-adds than
-    // the FLOPs counted here (conv_winograd.h), the avx512 ones on oneDNN's Winograd from 32
-    // channels.
+    // the FLOPs counted here (conv_winograd.h; its weight gradient there at any batch, the
+    // class follows the forward's rule), the avx512 ones on oneDNN's Winograd from 32 channels.
     const auto& conv = dynamic_cast<const nn::Conv2d&>(m);
     const Shape& w = conv.weight().shape();
     const bool three = w.size() == 4 && w[2] == 3 && w[3] == 3 && conv.stride().h == 1 &&

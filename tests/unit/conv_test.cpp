@@ -160,9 +160,7 @@ class ConvEngines : public ::testing::TestWithParam<cpu::ConvEngine> {
         GetParam() == cpu::ConvEngine::Dnnl || GetParam() == cpu::ConvEngine::Winograd;
     const bool runs = GetParam() != cpu::ConvEngine::Auto && !(onednn && dtype != DType::F32);
     if (runs) {
-      // Freight's Winograd runs the forward and the input gradient, not the weight gradient.
-      const int passes = GetParam() == cpu::ConvEngine::WinogradF2 ? 2 : 3;
-      for (int pass = 0; pass < passes; ++pass)
+      for (int pass = 0; pass < 3; ++pass)
         EXPECT_GT(cpu::conv_engine_runs(pass, GetParam()), before[pass]) << "pass " << pass;
     }
   }
@@ -300,15 +298,16 @@ TEST(Conv2d, AutoRunsLeNetsSecondForwardOnOneDnnFromBatchSixteen) {
 }
 
 // A convolution for Auto to place: batch, channels in, plane side, channels out, kernel side,
-// stride (padding 1), and whether the engine under test should take it.
+// stride (padding 1), and which passes the engine under test should take (bit p for pass p:
+// forward, input gradient, weight gradient).
 struct AutoCase {
   int64_t n, c, hw, o, k, stride;
-  bool taken;
+  unsigned taken;
 };
+constexpr unsigned kNoPass = 0, kAllPasses = 7, kWeightGradOnly = 4;
 // Runs each case's forward and backward under Auto and checks that `engine` ran exactly the
-// first `passes` passes (forward, input gradient, weight gradient) of the cases it should take,
-// and none of the others.
-void expect_auto_places(cpu::ConvEngine engine, std::initializer_list<AutoCase> cases, int passes) {
+// passes of each case it should take, and none of the others.
+void expect_auto_places(cpu::ConvEngine engine, std::initializer_list<AutoCase> cases) {
   cpu::set_conv_engine(cpu::ConvEngine::Auto);
   for (const AutoCase& c : cases) {
     SCOPED_TRACE(fmt::format("batch {}, {} -> {} channels, {}x{} planes, {}x{}, stride {}", c.n,
@@ -319,8 +318,7 @@ void expect_auto_places(cpu::ConvEngine engine, std::initializer_list<AutoCase> 
     for (int pass = 0; pass < 3; ++pass) before[pass] = cpu::conv_engine_runs(pass, engine);
     sum(conv2d(x, w, Tensor(), {c.stride, c.stride}, {1, 1}, {1, 1})).backward();
     for (int pass = 0; pass < 3; ++pass)
-      EXPECT_EQ(cpu::conv_engine_runs(pass, engine) - before[pass],
-                c.taken && pass < passes ? 1 : 0)
+      EXPECT_EQ(cpu::conv_engine_runs(pass, engine) - before[pass], (c.taken >> pass) & 1)
           << "pass " << pass;
   }
 }
@@ -332,37 +330,34 @@ void expect_auto_places(cpu::ConvEngine engine, std::initializer_list<AutoCase> 
 TEST(Conv2d, AutoRunsWideThreeByThreeConvolutionsOnWinogradFromBatchEight) {
   if (cpu_kernel_isa() != "avx512" || !cpu::conv_dnnl_allowed() || !cpu::dnnl_winograd_runs())
     GTEST_SKIP() << "a rule of the avx512 kernels with oneDNN's Winograd";
-  expect_auto_places(cpu::ConvEngine::Winograd,
-                     {{8, 32, 16, 32, 3, 1, true},
-                      {64, 64, 8, 64, 3, 1, true},
-                      {8, 32, 12, 64, 3, 1, true},
-                      {1, 32, 16, 32, 3, 1, false},
-                      {8, 16, 16, 16, 3, 1, false},
-                      {8, 32, 16, 16, 3, 1, false},
-                      {8, 32, 16, 32, 5, 1, false},
-                      {8, 32, 16, 32, 3, 2, false},
-                      {8, 40, 16, 32, 3, 1, false}},
-                     3);
+  expect_auto_places(cpu::ConvEngine::Winograd, {{8, 32, 16, 32, 3, 1, kAllPasses},
+                                                 {64, 64, 8, 64, 3, 1, kAllPasses},
+                                                 {8, 32, 12, 64, 3, 1, kAllPasses},
+                                                 {1, 32, 16, 32, 3, 1, kNoPass},
+                                                 {8, 16, 16, 16, 3, 1, kNoPass},
+                                                 {8, 32, 16, 16, 3, 1, kNoPass},
+                                                 {8, 32, 16, 32, 5, 1, kNoPass},
+                                                 {8, 32, 16, 32, 3, 2, kNoPass},
+                                                 {8, 40, 16, 32, 3, 1, kNoPass}});
 }
 
-// With the avx2 kernels Auto runs the forward and the input gradient of a 3x3 stride-1
-// convolution with 16 or more input and output channels on Freight's Winograd F(2x2, 3x3) where
-// the batch has 2048 output pixels or more, and never its weight gradient; not at batch 1, not on
-// 64-channel 8x8 planes below batch 32, not on a 3-channel first layer, a 5x5 kernel or stride 2.
+// With the avx2 kernels Auto runs a 3x3 stride-1 convolution with 16 or more input and output
+// channels on Freight's Winograd F(2x2, 3x3): its weight gradient at any batch, its forward and
+// input gradient where the batch has 2048 output pixels or more (not at batch 1, not on 64-channel
+// 8x8 planes below batch 32); no pass of a 3-channel first layer, a layer of 8 output channels, a
+// 5x5 kernel or stride 2.
 TEST(Conv2d, AutoRunsThreeByThreeConvolutionsOnFreightsWinogradWithTheAvx2Kernels) {
   if (cpu_kernel_isa() != "avx2") GTEST_SKIP() << "a rule of the avx2 kernels";
-  expect_auto_places(cpu::ConvEngine::WinogradF2,
-                     {{8, 16, 32, 16, 3, 1, true},
-                      {8, 32, 16, 32, 3, 1, true},
-                      {32, 64, 8, 64, 3, 1, true},
-                      {4, 32, 26, 64, 3, 1, true},
-                      {1, 32, 16, 32, 3, 1, false},
-                      {8, 64, 8, 64, 3, 1, false},
-                      {64, 3, 32, 16, 3, 1, false},
-                      {8, 32, 16, 8, 3, 1, false},
-                      {8, 32, 16, 32, 5, 1, false},
-                      {64, 32, 16, 32, 3, 2, false}},
-                     2);
+  expect_auto_places(cpu::ConvEngine::WinogradF2, {{8, 16, 32, 16, 3, 1, kAllPasses},
+                                                   {8, 32, 16, 32, 3, 1, kAllPasses},
+                                                   {32, 64, 8, 64, 3, 1, kAllPasses},
+                                                   {4, 32, 26, 64, 3, 1, kAllPasses},
+                                                   {1, 32, 16, 32, 3, 1, kWeightGradOnly},
+                                                   {8, 64, 8, 64, 3, 1, kWeightGradOnly},
+                                                   {64, 3, 32, 16, 3, 1, kNoPass},
+                                                   {8, 32, 16, 8, 3, 1, kNoPass},
+                                                   {8, 32, 16, 32, 5, 1, kNoPass},
+                                                   {64, 32, 16, 32, 3, 2, kNoPass}});
 }
 
 // Only the gradients that are asked for are computed, and the rest stay undefined.

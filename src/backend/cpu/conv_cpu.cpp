@@ -222,11 +222,11 @@ struct BlasEngine {
 
 // ================================================================ engine choice
 
-bool winograd_f2_preferred(const Conv2dGeometry& g);
+bool winograd_f2_preferred(const Conv2dGeometry& g, int pass);
 
 // The engine for one pass (0 forward, 1 input gradient, 2 weight gradient).
-//  * Forward and input gradient of a 3x3 stride-1 convolution: WinogradF2 where
-//    winograd_f2_preferred says it measured faster (before oneDNN is asked).
+//  * Every pass of a 3x3 stride-1 convolution: WinogradF2 where winograd_f2_preferred says it
+//    measured faster (before oneDNN is asked).
 //  * Forward: with stride 1, Implicit, or Direct when it wastes clearly less (Implicit computes
 //    the padding columns and each image's last-tile overrun; Direct needs two vectors of output
 //    channels and enough taps to hide the transposition of its output); with other strides
@@ -243,11 +243,11 @@ ConvEngine pick(const Conv2dGeometry& g, int pass) {
   ConvEngine forced = forced_conv_engine();
   if (forced == ConvEngine::Dnnl || forced == ConvEngine::Winograd)
     forced = ConvEngine::Auto;  // a pass oneDNN does not run
-  if (pass < 2 && WinogradEngine<float>::applies(g) && input_grad_is_conv(g) &&
+  if (WinogradEngine<float>::applies(g) && (pass != 1 || input_grad_is_conv(g)) &&
       (forced == ConvEngine::WinogradF2 ||
-       (forced == ConvEngine::Auto && winograd_f2_preferred(g))))
+       (forced == ConvEngine::Auto && winograd_f2_preferred(g, pass))))
     return ConvEngine::WinogradF2;
-  if (forced == ConvEngine::WinogradF2) forced = ConvEngine::Auto;  // the weight gradient
+  if (forced == ConvEngine::WinogradF2) forced = ConvEngine::Auto;  // a convolution it cannot run
   const bool stride1 = g.sh == 1 && g.sw == 1;
   if (forced == ConvEngine::Blas || forced == ConvEngine::Panel) return forced;
   if (pass == 2) {
@@ -397,8 +397,8 @@ struct Engine {
     }
     ran(1, e);
   }
-  // With `relu_out` (a fused ReLU's output) the direct engine masks each image's dY as it reads
-  // it; the others read a masked copy made in a pass of its own first.
+  // With `relu_out` (a fused ReLU's output) the direct and Winograd engines mask each image's dY
+  // as they read it; the others read a masked copy made in a pass of its own first.
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db,
                               const T* relu_out) {
     Tensor copy;
@@ -430,12 +430,15 @@ struct Engine {
       case ConvEngine::Panel:
         PanelEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
+      case ConvEngine::WinogradF2:
+        WinogradEngine<T>::backward_weight(gy, x, g, dw, db, relu_out);
+        break;
 #else
       case ConvEngine::Implicit:
       case ConvEngine::Direct:
       case ConvEngine::Panel:
+      case ConvEngine::WinogradF2:
 #endif
-      case ConvEngine::WinogradF2:  // pick never gives it for this pass
       case ConvEngine::Auto:
       case ConvEngine::Dnnl:
       case ConvEngine::Winograd:
@@ -497,21 +500,26 @@ bool winograd_preferred(const Conv2dGeometry& g, int pass) {
 #endif
 }
 
-// Freight's Winograd F(2x2, 3x3) (conv_winograd.h) for the forward and the input gradient of a
-// 3x3 stride-1 convolution. With the AVX2 kernels, measured on the AMD EPYC Zen 3 against the
-// best of Freight's other engines and oneDNN's (freight_conv_libs, 1 and 2 threads, two runs):
-// resnet56's 16-, 32- and 64-channel layers and mnist-cnn's 32 -> 64 at batch 64 and 256
-// 1.1-2.0x on both passes; at batch 8, 1.2-1.5x where the batch has 2048 output pixels or more
-// (16 and 32 channels, mnist-cnn), 0.6-1.0x below (64 channels on 8x8 planes: the weights'
-// transform and the few tiles per image do not pay); batch 1 0.3-1.0x. Not taken: fewer than 16
-// channels on either side (resnet56's 3-channel stem: 0.4-0.7x, its channel vectors mostly
-// padding). With the AVX-512 kernels not taken at all: oneDNN's own Winograd F(4x4, 3x3) runs
-// the wide layers there, and this engine was not measured on an AVX-512 machine.
-bool winograd_f2_preferred(const Conv2dGeometry& g) {
+// Freight's Winograd F(2x2, 3x3) (conv_winograd.h) for a 3x3 stride-1 convolution. With the AVX2
+// kernels, measured on the AMD EPYC Zen 3 against the best of Freight's other engines and
+// oneDNN's (freight_conv_libs, 1 and 2 threads, two runs):
+//  * forward and input gradient: resnet56's 16-, 32- and 64-channel layers and mnist-cnn's
+//    32 -> 64 at batch 64 and 256 1.1-2.0x; at batch 8, 1.2-1.5x where the batch has 2048 output
+//    pixels or more (16 and 32 channels, mnist-cnn), 0.6-1.0x below (64 channels on 8x8 planes:
+//    the weights' transform and the few tiles per image do not pay); batch 1 0.3-1.0x.
+//  * weight gradient (against the direct tiles, alternated four times each): 1.2-1.7x on the
+//    same layers from batch 1 to 256 (1.2-1.5x at batch 1, the transforms' cost falling on the
+//    output gradient and the input alike, with no weights to transform).
+// Not taken: fewer than 16 channels on either side (resnet56's 3-channel stem 0.4-0.7x, 8 output
+// channels 0.7-0.9x: their channel vectors mostly padding). With the AVX-512 kernels not taken at
+// all: oneDNN's own Winograd F(4x4, 3x3) runs the wide layers there, and this engine was not
+// measured on an AVX-512 machine.
+bool winograd_f2_preferred(const Conv2dGeometry& g, int pass) {
 #if defined(FREIGHT_CONV_TILES) && !defined(__AVX512F__)
-  return g.c >= 16 && g.o >= 16 && g.n * g.oh * g.ow >= 2048;
+  const bool wide = g.c >= 16 && g.o >= 16;
+  return wide && (pass == 2 || g.n * g.oh * g.ow >= 2048);
 #else
-  (void)g;
+  (void)g, (void)pass;
   return false;
 #endif
 }
@@ -616,8 +624,9 @@ int64_t tile_workspace_elems(const Conv2dGeometry& g, int pass, ConvEngine e) {
              : pass == 1 ? PanelEngine<T>::backward_input_work(g).elems()
                          : PanelEngine<T>::backward_weight_work(g).elems();
     case ConvEngine::WinogradF2:
-      return pass == 0 ? WinogradEngine<T>::forward_work(g).elems()
-                       : WinogradEngine<T>::backward_input_elems(g);
+      return pass == 0   ? WinogradEngine<T>::forward_work(g).elems()
+             : pass == 1 ? WinogradEngine<T>::backward_input_elems(g)
+                         : WinogradEngine<T>::backward_weight_work(g).elems();
     case ConvEngine::Auto:
     case ConvEngine::Dnnl:
     case ConvEngine::Winograd:

@@ -16,8 +16,8 @@ enum class ConvEngine : int {
   Dnnl,        // oneDNN's blocked-layout kernels with reorders in and out (fp32; conv_dnnl.h)
   Winograd,    // oneDNN's Winograd F(4x4, 3x3) on the same blocked layouts and reorders (fp32; 3x3,
                // stride 1, channel counts of whole 16-lane vectors, AVX-512; conv_dnnl.h)
-  WinogradF2,  // Freight's Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1; the forward and the
-               // input gradient, whose weight gradient runs on Auto's engine; conv_winograd.h)
+  WinogradF2,  // Freight's Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1; its input gradient
+               // where that is a convolution, padding at most 2; conv_winograd.h)
 };
 // Forces an engine for all CPU convolutions where it applies (else Panel), so tests can check the
 // engines against each other. Forcing a tile engine when the loaded CPU kernels have none (the

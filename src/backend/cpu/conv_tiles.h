@@ -38,6 +38,10 @@ struct Simd<float> {
   // relu_value per lane, v < 0 ? 0 : v: max(a, b) is a > b ? a : b, so max(0, v) returns v when
   // v is NaN or −0, as the scalar rule does.
   static V relu(V v) { return _mm512_max_ps(zero(), v); }
+  // relu's backward per lane: g where relu_passes(y) (y > 0 or NaN: not y <= 0), else 0.
+  static V relu_grad(V y, V g) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, zero(), _CMP_NLE_UQ), g);
+  }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
   // The first n <= kLanes lanes (the others load as 0, and are not stored).
   static V load_n(const float* p, int n) {
@@ -64,6 +68,9 @@ struct Simd<double> {
   static V sub(V a, V b) { return _mm512_sub_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static V relu(V v) { return _mm512_max_pd(zero(), v); }  // as Simd<float>::relu
+  static V relu_grad(V y, V g) {                           // as Simd<float>::relu_grad
+    return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(y, zero(), _CMP_NLE_UQ), g);
+  }
   static double sum(V v) { return _mm512_reduce_add_pd(v); }
   static V load_n(const double* p, int n) {
     return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
@@ -98,6 +105,8 @@ struct Simd<float> {
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   // max(a, b) is a > b ? a : b here too: NaN and −0 pass, as relu_value.
   static V relu(V v) { return _mm256_max_ps(zero(), v); }
+  // relu's backward per lane: g where relu_passes(y) (y > 0 or NaN: not y <= 0), else 0.
+  static V relu_grad(V y, V g) { return _mm256_and_ps(_mm256_cmp_ps(y, zero(), _CMP_NLE_UQ), g); }
   static float sum(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -128,6 +137,9 @@ struct Simd<double> {
   static V sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V relu(V v) { return _mm256_max_pd(zero(), v); }  // as Simd<float>::relu
+  static V relu_grad(V y, V g) {                           // as Simd<float>::relu_grad
+    return _mm256_and_pd(_mm256_cmp_pd(y, zero(), _CMP_NLE_UQ), g);
+  }
   static double sum(V v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));

@@ -2,7 +2,8 @@
 // Algorithms for Convolutional Neural Networks"), for 3x3 kernels at stride 1 and dilation 1,
 // any padding; float32 and float64, on the vector levels of conv_tiles.h. Internal to
 // conv_cpu.cpp. The input gradient of such a convolution is again one (conv_tile_engines.h:
-// input_grad_as_forward), so it runs here too; the weight gradient stays on the direct tiles.
+// input_grad_as_forward), so it runs here too, and so does the weight gradient (a GEMM per
+// element of the transforms that sums over the tiles: see backward_weight).
 //
 // Each 2x2 block of output pixels ("tile") is computed from the 4x4 input patch d under it:
 //   Y = Aᵀ [ Σ_c U_c ⊙ V_c ] A,   U = G g Gᵀ (the 3x3 weights g of (k, c)),   V = Bᵀ d B,
@@ -42,6 +43,7 @@ struct WinogradEngine {
   static constexpr int kRT = conv_tiles::kAccumulators / kNK;  // tiles per register tile
   static constexpr int64_t KR = kNK * W;                       // output channels per register tile
   static constexpr int kXi = 16;                               // elements of a 4x4 transform
+  static constexpr int64_t kLine = 64 / int64_t(sizeof(T));    // elements of a cache line
 
   static bool applies(const Conv2dGeometry& g) {
     return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.oh > 0 &&
@@ -56,6 +58,7 @@ struct WinogradEngine {
     int64_t step;           // tiles per block: whole rows of tiles
     int64_t tb;             // room for them in whole register tiles
     int64_t xb;             // one group's blocked copy
+    int64_t vs, ms;         // the stride of ξ in V and in M: tb·cp and tb·kp, and a cache line
     int64_t v, m;           // a block's V [16][tb][cp] and M [16][tb][kp]
     int64_t rowbuf;         // one output row of pixel vectors, whole vectors of pixels
     int nt;                 // threads
@@ -83,7 +86,10 @@ struct WinogradEngine {
     l.groups = (g.n + l.nb - 1) / l.nb;
     l.nt = threads_for(macs, l.groups);
     l.xb = l.nb * l.cb * l.hp * l.wp * W;
-    l.v = kXi * l.tb * l.cp, l.m = kXi * l.tb * l.kp;
+    // Each tile's transform writes 16 vectors a stride of ξ apart, and whole multiples of 4 KiB
+    // would put them all in one set of the L1 cache (8 ways): one cache line more apart.
+    l.vs = l.tb * l.cp + kLine, l.ms = l.tb * l.kp + kLine;
+    l.v = kXi * l.vs, l.m = kXi * l.ms;
     l.rowbuf = round_up(2 * l.tw, W) * W;
     return l;
   }
@@ -119,31 +125,54 @@ struct WinogradEngine {
       }
   }
 
-  // The channel-blocked copy of `count` images from x (NCHW): image i's vector cb of channels
-  // at xb + (i·cb_count + cb)·hp·wp·W, pixel (r, q) of the padded plane at (r·wp + q)·W, the
-  // image at (ph, pw), zeros elsewhere. A vector of channels by a vector of pixels at a time,
-  // through an in-register transpose.
-  static void block_images(const T* x, const Conv2dGeometry& g, const Layout& l, int64_t count,
-                           T* xb) {
-    const int64_t plane = l.hp * l.wp * W;
-    std::fill(xb, xb + count * l.cb * plane, T(0));
+  // The channel-blocked copy of `count` images of `C` planes h x w from x (NCHW): image i's
+  // vector cb of channels at xb + (i·cbn + cb)·hp·wp·W, pixel (r, q) of the padded plane at
+  // (r·wp + q)·W, the image at (top, left), zeros elsewhere. A vector of channels by a vector of
+  // pixels at a time, through an in-register transpose.
+  // With `relu_out` (a fused ReLU's output, laid out as x), x is a gradient passed by the ReLU
+  // where relu_passes(relu_out), else 0.
+  static void block_planes(const T* x, int64_t C, int64_t h, int64_t w, int64_t top, int64_t left,
+                           int64_t cbn, int64_t hp, int64_t wp, int64_t count, T* xb,
+                           const T* relu_out = nullptr) {
+    const int64_t plane = hp * wp * W;
+    std::fill(xb, xb + count * cbn * plane, T(0));
     for (int64_t i = 0; i < count; ++i)
-      for (int64_t cb = 0; cb < l.cb; ++cb) {
-        const int64_t c0 = cb * W, nc = std::min<int64_t>(W, g.c - c0);
-        const T* src = x + (i * g.c + c0) * g.h * g.w;
-        T* dst = xb + (i * l.cb + cb) * plane + (g.ph * l.wp + g.pw) * W;
-        for (int64_t r = 0; r < g.h; ++r)
-          for (int64_t q = 0; q < g.w; q += W) {
-            const int n = int(std::min<int64_t>(W, g.w - q));
+      for (int64_t cb = 0; cb < cbn; ++cb) {
+        const int64_t c0 = cb * W, nc = std::min<int64_t>(W, C - c0);
+        const T* src = x + (i * C + c0) * h * w;
+        T* dst = xb + (i * cbn + cb) * plane + (top * wp + left) * W;
+        for (int64_t r = 0; r < h; ++r)
+          for (int64_t q = 0; q < w; q += W) {
+            const int n = int(std::min<int64_t>(W, w - q));
+            const T* at = src + r * w + q;
             V v[W];
-            for (int64_t lane = 0; lane < W; ++lane)
-              v[lane] = lane >= nc ? S::zero()
-                        : n == W   ? S::load(src + lane * g.h * g.w + r * g.w + q)
-                                   : S::load_n(src + lane * g.h * g.w + r * g.w + q, n);
+            if (nc == W && n == W)
+              for (int lane = 0; lane < W; ++lane) v[lane] = S::load(at + lane * h * w);
+            else
+              for (int lane = 0; lane < W; ++lane)
+                v[lane] = lane < nc ? S::load_n(at + lane * h * w, n) : S::zero();
+            if (relu_out) {
+              const T* y = relu_out + (at - x);
+              for (int lane = 0; lane < nc; ++lane)
+                v[lane] = S::relu_grad(
+                    n == W ? S::load(y + lane * h * w) : S::load_n(y + lane * h * w, n), v[lane]);
+            }
             conv_tiles::transpose(v);
-            for (int p = 0; p < n; ++p) S::store(dst + (r * l.wp + q + p) * W, v[p]);
+            // Stores of a fixed count, or masked ones: GCC turns a loop of plain stores of a
+            // variable count into a memcpy from the vectors spilled to the stack.
+            T* out = dst + (r * wp + q) * W;
+            if (n == W)
+#pragma GCC unroll 16
+              for (int p = 0; p < W; ++p) S::store(out + p * W, v[p]);
+            else
+              for (int p = 0; p < n; ++p) S::store_n(out + p * W, v[p], W);
           }
       }
+  }
+  // The input images, at the padding's offset in planes of 2·th + 2 by 2·tw + 2.
+  static void block_images(const T* x, const Conv2dGeometry& g, const Layout& l, int64_t count,
+                           T* xb) {
+    block_planes(x, g.c, g.h, g.w, g.ph, g.pw, l.cb, l.hp, l.wp, count, xb);
   }
 
   // V[ξ][t][cb·W ..] = Bᵀ d B of the patch at p (row stride rs), a vector of channels.
@@ -250,15 +279,15 @@ struct WinogradEngine {
             const int64_t tt = t0 + q, i = tt / l.tiles, r = tt % l.tiles / l.tw, c = tt % l.tw;
             const T* p = xb + i * l.cb * plane + 2 * r * rs + 2 * c * W;
             for (int64_t cb = 0; cb < l.cb; ++cb)
-              transform_input(p + cb * plane, rs, v + q * l.cp + cb * W, l.tb * l.cp);
+              transform_input(p + cb * plane, rs, v + q * l.cp + cb * W, l.vs);
           }
           for (int xi = 0; xi < kXi; ++xi)
-            std::fill(v + (xi * l.tb + used) * l.cp, v + (xi * l.tb + padded) * l.cp, T(0));
+            std::fill(v + xi * l.vs + used * l.cp, v + xi * l.vs + padded * l.cp, T(0));
           for (int xi = 0; xi < kXi; ++xi)
             for (int64_t k0 = 0; k0 < l.kp; k0 += KR)
               for (int64_t q = 0; q < padded; q += kRT)
-                product_tile(v + (xi * l.tb + q) * l.cp, l.cp, u + xi * l.cp * l.kp + k0, l.kp, g.c,
-                             m + (xi * l.tb + q) * l.kp + k0, l.kp);
+                product_tile(v + xi * l.vs + q * l.cp, l.cp, u + xi * l.cp * l.kp + k0, l.kp, g.c,
+                             m + xi * l.ms + q * l.kp + k0, l.kp);
           // Outputs, a row of tiles and a vector of output channels at a time (blocks hold
           // whole rows of tiles).
           for (int64_t q0 = 0; q0 < used; q0 += l.tw) {
@@ -267,7 +296,7 @@ struct WinogradEngine {
               const int lanes = int(std::min<int64_t>(W, g.o - k0));
               const V b = bias ? S::load_n(bias + k0, lanes) : S::zero();
               for (int64_t c = 0; c < l.tw; ++c)
-                transform_output(m + (q0 + c) * l.kp + k0, l.tb * l.kp, b, relu, rows + 2 * c * W,
+                transform_output(m + (q0 + c) * l.kp + k0, l.ms, b, relu, rows + 2 * c * W,
                                  rows + l.rowbuf + 2 * c * W);
               T* yk = y + (i * g.o + k0) * P;
               store_row(rows, g, 2 * r, lanes, yk);
@@ -277,6 +306,184 @@ struct WinogradEngine {
         }
       }
     });
+  }
+
+  // ---------------------------------------------------------------- weight gradient
+  // With M = Σ_c U_c ⊙ V_c and Y = Aᵀ M A, the gradient reaching M is Ŷ = A dY Aᵀ, that reaching
+  // U is Σ_tiles Ŷ ⊙ V, and since U = G g Gᵀ is linear in g,
+  //   dW[k][c] = Gᵀ [ Σ_tiles Ŷ_k ⊙ V_c ] G,
+  // again 16 products per tile and channel pair where the direct sum takes 36, now a GEMM per ξ
+  // whose sum runs over the tiles: D[ξ][c][k] = Σ_t V[ξ][t][c] · Ŷ[ξ][t][k]. The tiles beyond an
+  // odd plane's edge have dY = 0 there, and add nothing. dY is blocked like the input (its planes
+  // of 2·th by 2·tw, no offset), so Ŷ is computed a vector of output channels at a time.
+  // Each thread sums D over a fixed run of images (static_grains) into its own partial, and the
+  // partials are added in thread order: the same bits from run to run on a thread count.
+  struct GradWork {
+    int64_t kb;   // vectors of output channels
+    int64_t cr;   // D's rows: channels padded to whole register tiles
+    int64_t acc;  // a thread's partial D [16][cr][kp], then db [kp]
+    int64_t yb;   // one group's blocked dY
+    int64_t per_thread;
+    int nt;
+  };
+  static GradWork grad_work(const Conv2dGeometry& g, const Layout& l) {
+    GradWork gw;
+    gw.kb = (g.o + W - 1) / W;
+    gw.cr = round_up(l.cp, int64_t(kRT));
+    gw.acc = round_up(kXi * gw.cr * l.kp + l.kp, W);
+    gw.yb = l.nb * gw.kb * (2 * l.th) * (2 * l.tw) * W;
+    // V's last register tile of rows reads up to kRT − 1 channels past the last tile's: slack.
+    gw.per_thread = round_up(gw.acc + l.xb + gw.yb + l.v + round_up(int64_t(kRT), W) + l.m, W);
+    gw.nt = l.nt;
+    return gw;
+  }
+  static TileWork backward_weight_work(const Conv2dGeometry& g) {
+    const GradWork gw = grad_work(g, layout(g));
+    TileWork wk;
+    wk.nt = gw.nt;
+    wk.acc = gw.acc;
+    wk.per_thread = gw.per_thread;
+    return wk;
+  }
+
+  // Ŷ = A dY Aᵀ of one tile's 2x2 gradients (a vector of output channels each, at p, p + W, p +
+  // rs, p + rs + W), A = [1 0; 1 1; 1 -1; 0 -1]: element ξ = 4a + b at yh + ξ·xs.
+  static void transform_grad(const T* p, int64_t rs, T* yh, int64_t xs) {
+    const V a = S::load(p), b = S::load(p + W), c = S::load(p + rs), d = S::load(p + rs + W);
+    const V z = S::zero();
+    const V rows[4][2] = {{a, b},
+                          {S::add(a, c), S::add(b, d)},
+                          {S::sub(a, c), S::sub(b, d)},
+                          {S::sub(z, c), S::sub(z, d)}};
+    for (int r = 0; r < 4; ++r) {
+      T* out = yh + 4 * r * xs;
+      S::store(out, rows[r][0]);
+      S::store(out + xs, S::add(rows[r][0], rows[r][1]));
+      S::store(out + 2 * xs, S::sub(rows[r][0], rows[r][1]));
+      S::store(out + 3 * xs, S::sub(z, rows[r][1]));
+    }
+  }
+
+  // D[c0 .. c0 + kRT)[k0 .. k0 + KR) += Σ_t V[t][c] · Ŷ[t][k] over `tiles` tiles: kRT broadcast
+  // channels against kNK vectors of output channels, the sum over the tiles in registers.
+  static void grad_product_tile(const T* v, int64_t ldv, const T* yh, int64_t ldy, int64_t tiles,
+                                T* d, int64_t ldd) {
+    V acc[kRT][kNK];
+    for (int r = 0; r < kRT; ++r)
+      for (int q = 0; q < kNK; ++q) acc[r][q] = S::load(d + r * ldd + q * W);
+    for (int64_t t = 0; t < tiles; ++t) {
+      V b[kNK];
+      for (int q = 0; q < kNK; ++q) b[q] = S::load(yh + t * ldy + q * W);
+      for (int r = 0; r < kRT; ++r) {
+        const V a = S::set1(v[t * ldv + r]);
+        for (int q = 0; q < kNK; ++q) acc[r][q] = S::fma(a, b[q], acc[r][q]);
+      }
+    }
+    for (int r = 0; r < kRT; ++r)
+      for (int q = 0; q < kNK; ++q) S::store(d + r * ldd + q * W, acc[r][q]);
+  }
+
+  // dW = Gᵀ D G for every (k, c), from D [16][cr][kp]; Gᵀ = [1 ½ ½ 0; 0 ½ -½ 0; 0 ½ ½ 1].
+  static void transform_weight_grad(const T* d, const Conv2dGeometry& g, const Layout& l,
+                                    int64_t cr, T* dw) {
+    const T h = T(0.5);
+    for (int64_t k = 0; k < g.o; ++k)
+      for (int64_t c = 0; c < g.c; ++c) {
+        T x[4][4];
+        for (int xi = 0; xi < kXi; ++xi) x[xi / 4][xi % 4] = d[(xi * cr + c) * l.kp + k];
+        T t[3][4];  // Gᵀ·D
+        for (int b = 0; b < 4; ++b) {
+          t[0][b] = x[0][b] + h * (x[1][b] + x[2][b]);
+          t[1][b] = h * (x[1][b] - x[2][b]);
+          t[2][b] = h * (x[1][b] + x[2][b]) + x[3][b];
+        }
+        T* f = dw + (k * g.c + c) * 9;
+        for (int a = 0; a < 3; ++a) {
+          f[3 * a] = t[a][0] + h * (t[a][1] + t[a][2]);
+          f[3 * a + 1] = h * (t[a][1] - t[a][2]);
+          f[3 * a + 2] = h * (t[a][1] + t[a][2]) + t[a][3];
+        }
+      }
+  }
+
+  // dW (weights [O][C][3][3]) and db from dY and x; either may be null. With `relu_out` (a fused
+  // ReLU's output), dY is read masked by it as it is blocked.
+  static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db,
+                              const T* relu_out = nullptr) {
+    const Layout l = layout(g);
+    const GradWork gw = grad_work(g, l);
+    const int nt = gw.nt;
+    const int64_t P = g.oh * g.ow, rs = l.wp * W, plane = l.hp * rs;
+    const int64_t yrs = 2 * l.tw * W, yplane = 2 * l.th * yrs;
+    const int64_t dsz = kXi * gw.cr * l.kp;
+    Tensor ws = Tensor::empty({nt * gw.per_thread}, dtype_of<T>());
+    for (int t = 0; t < nt; ++t)  // zero each thread's partial D and db
+      std::fill(ptr<T>(ws) + t * gw.per_thread, ptr<T>(ws) + t * gw.per_thread + dsz + l.kp, T(0));
+    static_grains(nt, g.n, l.nb, [&](int t, int64_t img0, int64_t img1) {
+      T* d = ptr<T>(ws) + t * gw.per_thread;
+      T* pb = d + dsz;
+      T* xb = d + gw.acc;
+      T* yb = xb + l.xb;
+      T* v = yb + gw.yb;
+      T* yh = v + l.v + round_up(int64_t(kRT), W);
+      const int64_t count = img1 - img0;
+      if (!dw) {
+        for (int64_t i = 0; i < count; ++i)
+          for (int64_t k = 0; k < g.o; ++k) {
+            const int64_t at = ((img0 + i) * g.o + k) * P;
+            if (!relu_out) {
+              pb[k] += sum_n(gy + at, P);
+              continue;
+            }
+            T* m = xb;  // the masked plane, summed as an unmasked one would be
+            for (int64_t j = 0; j < P; ++j)
+              m[j] = relu_passes(relu_out[at + j]) ? gy[at + j] : T(0);
+            pb[k] += sum_n(m, P);
+          }
+        return;
+      }
+      std::fill(v + l.v, v + l.v + round_up(int64_t(kRT), W), T(0));
+      if (gw.kb * W < l.kp) std::fill(yh, yh + l.m, T(0));  // output channels of no vector
+      block_images(x + img0 * g.c * g.h * g.w, g, l, count, xb);
+      block_planes(gy + img0 * g.o * P, g.o, g.oh, g.ow, 0, 0, gw.kb, 2 * l.th, 2 * l.tw, count, yb,
+                   relu_out ? relu_out + img0 * g.o * P : nullptr);
+      // db from the blocked dY (zeros around each plane), a vector of output channels at a time.
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t kb = 0; kb < gw.kb; ++kb) {
+          const T* py = yb + (i * gw.kb + kb) * yplane;
+          V acc[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
+          for (int64_t j = 0; j < yplane; j += 4 * W)  // yplane: whole 2x2 blocks of vectors
+            for (int a = 0; a < 4; ++a) acc[a] = S::add(acc[a], S::load(py + j + a * W));
+          T* at = pb + kb * W;
+          S::store(at, S::add(S::load(at), S::add(S::add(acc[0], acc[1]), S::add(acc[2], acc[3]))));
+        }
+      const int64_t tiles = count * l.tiles;
+      for (int64_t t0 = 0; t0 < tiles; t0 += l.step) {
+        const int64_t used = std::min(l.step, tiles - t0);
+        for (int64_t q = 0; q < used; ++q) {
+          const int64_t tt = t0 + q, i = tt / l.tiles, r = tt % l.tiles / l.tw, c = tt % l.tw;
+          const T* p = xb + i * l.cb * plane + 2 * r * rs + 2 * c * W;
+          for (int64_t cb = 0; cb < l.cb; ++cb)
+            transform_input(p + cb * plane, rs, v + q * l.cp + cb * W, l.vs);
+          const T* py = yb + i * gw.kb * yplane + 2 * r * yrs + 2 * c * W;
+          for (int64_t kb = 0; kb < gw.kb; ++kb)
+            transform_grad(py + kb * yplane, yrs, yh + q * l.kp + kb * W, l.ms);
+        }
+        for (int xi = 0; xi < kXi; ++xi)
+          for (int64_t c0 = 0; c0 < l.cp; c0 += kRT)
+            for (int64_t k0 = 0; k0 < l.kp; k0 += KR)
+              grad_product_tile(v + xi * l.vs + c0, l.cp, yh + xi * l.ms + k0, l.kp, used,
+                                d + (xi * gw.cr + c0) * l.kp + k0, l.kp);
+      }
+    });
+    // The threads' partials, added in thread order into the first.
+    T* d0 = ptr<T>(ws);
+    for (int t = 1; t < nt; ++t) {
+      const T* dt = d0 + t * gw.per_thread;
+      for (int64_t j = 0; j < dsz + l.kp; ++j) d0[j] += dt[j];
+    }
+    if (dw) transform_weight_grad(d0, g, l, gw.cr, dw);
+    if (db) std::copy(d0 + dsz, d0 + dsz + g.o, db);
   }
 
   static void backward_input(const T* gy, const T* w, const Conv2dGeometry& g, T* dx) {
