@@ -194,19 +194,22 @@ struct WinogradEngine {
     }
   }
 
-  // M[ξ][t0 .. t0 + kRT)[k0 .. k0 + KR) = Σ_c V[ξ][t][c] · U[ξ][c][k]: kRT broadcast inputs
-  // against kNK vectors of output channels.
-  static void product_tile(const T* v, int64_t ldv, const T* u, int64_t ldu, int64_t C, T* m,
-                           int64_t ldm) {
+  // The register tile of both products: acc[r][q] = (accumulate ? m[r·ldm + q·W] : 0) +
+  // Σ_s a[r·ar + s·as] · b[s·bs + q·W] for r < kRT, q < kNK (kRT broadcasts against kNK vectors),
+  // the sum over s in registers. The forward sums over channels (a: V's rows of tiles, b: U's rows
+  // of output channels), the weight gradient over tiles (a: V's columns of channels, b: Ŷ's rows).
+  static void register_tile(const T* a, int64_t ar, int64_t as, const T* b, int64_t bs,
+                            int64_t steps, bool accumulate, T* m, int64_t ldm) {
     V acc[kRT][kNK];
     for (int r = 0; r < kRT; ++r)
-      for (int q = 0; q < kNK; ++q) acc[r][q] = S::zero();
-    for (int64_t c = 0; c < C; ++c) {
-      V b[kNK];
-      for (int q = 0; q < kNK; ++q) b[q] = S::load(u + c * ldu + q * W);
+      for (int q = 0; q < kNK; ++q)
+        acc[r][q] = accumulate ? S::load(m + r * ldm + q * W) : S::zero();
+    for (int64_t s = 0; s < steps; ++s) {
+      V bv[kNK];
+      for (int q = 0; q < kNK; ++q) bv[q] = S::load(b + s * bs + q * W);
       for (int r = 0; r < kRT; ++r) {
-        const V a = S::set1(v[r * ldv + c]);
-        for (int q = 0; q < kNK; ++q) acc[r][q] = S::fma(a, b[q], acc[r][q]);
+        const V av = S::set1(a[r * ar + s * as]);
+        for (int q = 0; q < kNK; ++q) acc[r][q] = S::fma(av, bv[q], acc[r][q]);
       }
     }
     for (int r = 0; r < kRT; ++r)
@@ -286,8 +289,9 @@ struct WinogradEngine {
           for (int xi = 0; xi < kXi; ++xi)
             for (int64_t k0 = 0; k0 < l.kp; k0 += KR)
               for (int64_t q = 0; q < padded; q += kRT)
-                product_tile(v + xi * l.vs + q * l.cp, l.cp, u + xi * l.cp * l.kp + k0, l.kp, g.c,
-                             m + xi * l.ms + q * l.kp + k0, l.kp);
+                // M[ξ][q .. q + kRT)[k0 .. k0 + KR) = Σ_c V[ξ][t][c] · U[ξ][c][k]
+                register_tile(v + xi * l.vs + q * l.cp, l.cp, 1, u + xi * l.cp * l.kp + k0, l.kp,
+                              g.c, false, m + xi * l.ms + q * l.kp + k0, l.kp);
           // Outputs, a row of tiles and a vector of output channels at a time (blocks hold
           // whole rows of tiles).
           for (int64_t q0 = 0; q0 < used; q0 += l.tw) {
@@ -362,25 +366,6 @@ struct WinogradEngine {
       S::store(out + 2 * xs, S::sub(rows[r][0], rows[r][1]));
       S::store(out + 3 * xs, S::sub(z, rows[r][1]));
     }
-  }
-
-  // D[c0 .. c0 + kRT)[k0 .. k0 + KR) += Σ_t V[t][c] · Ŷ[t][k] over `tiles` tiles: kRT broadcast
-  // channels against kNK vectors of output channels, the sum over the tiles in registers.
-  static void grad_product_tile(const T* v, int64_t ldv, const T* yh, int64_t ldy, int64_t tiles,
-                                T* d, int64_t ldd) {
-    V acc[kRT][kNK];
-    for (int r = 0; r < kRT; ++r)
-      for (int q = 0; q < kNK; ++q) acc[r][q] = S::load(d + r * ldd + q * W);
-    for (int64_t t = 0; t < tiles; ++t) {
-      V b[kNK];
-      for (int q = 0; q < kNK; ++q) b[q] = S::load(yh + t * ldy + q * W);
-      for (int r = 0; r < kRT; ++r) {
-        const V a = S::set1(v[t * ldv + r]);
-        for (int q = 0; q < kNK; ++q) acc[r][q] = S::fma(a, b[q], acc[r][q]);
-      }
-    }
-    for (int r = 0; r < kRT; ++r)
-      for (int q = 0; q < kNK; ++q) S::store(d + r * ldd + q * W, acc[r][q]);
   }
 
   // dW = Gᵀ D G for every (k, c), from D [16][cr][kp]; Gᵀ = [1 ½ ½ 0; 0 ½ -½ 0; 0 ½ ½ 1].
@@ -472,8 +457,9 @@ struct WinogradEngine {
         for (int xi = 0; xi < kXi; ++xi)
           for (int64_t c0 = 0; c0 < l.cp; c0 += kRT)
             for (int64_t k0 = 0; k0 < l.kp; k0 += KR)
-              grad_product_tile(v + xi * l.vs + c0, l.cp, yh + xi * l.ms + k0, l.kp, used,
-                                d + (xi * gw.cr + c0) * l.kp + k0, l.kp);
+              // D[ξ][c0 .. c0 + kRT)[k0 .. k0 + KR) += Σ_t V[ξ][t][c] · Ŷ[ξ][t][k]
+              register_tile(v + xi * l.vs + c0, 1, l.cp, yh + xi * l.ms + k0, l.kp, used, true,
+                            d + (xi * gw.cr + c0) * l.kp + k0, l.kp);
       }
     });
     // The threads' partials, added in thread order into the first.
