@@ -69,7 +69,7 @@ struct TrainOptions {
 struct EpochReport {
   int64_t epoch = 0;  // 1-based
   int64_t step = 0;   // optimizer steps so far
-  double lr = 0;
+  double lr = 0;      // the learning rate of the epoch's last step
   double train_loss = 0, train_accuracy = 0;
   double test_loss = 0, test_accuracy = 0;
   double train_seconds = 0;  // the training loop of this epoch

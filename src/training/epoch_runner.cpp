@@ -187,6 +187,7 @@ EpochResult EpochRunner::run_epoch(int64_t epoch, int64_t epochs, const EpochSta
     }
   }
   r.batches_done = b;
+  r.last_lr = step_lr;
   std::vector<double> v = step_.sums().to_double_vector();  // waits for the epoch's work
   check(v, b);
   r.loss_sum = v[0];

@@ -43,6 +43,10 @@ struct EpochResult {
   int64_t graph_steps = 0;  // steps replayed from the graph (the captured one included)
   // (In a data-parallel job the sums, targets and samples are this rank's.)
   int64_t batches_done = 0;  // num_batches() unless stopped
+  // The learning rate of the epoch's last step. The optimizer's rate after the epoch is the next
+  // step's (a schedule has already moved on), and after the last epoch no step uses it: a
+  // OneCycle schedule's cosine, evaluated one step past its end, rises again there.
+  double last_lr = 0;
 };
 
 class EpochRunner {

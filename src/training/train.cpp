@@ -978,7 +978,7 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
       EpochReport rep;
       rep.epoch = epoch;
       rep.step = step;
-      rep.lr = opt->lr();
+      rep.lr = er.last_lr;
       rep.train_seconds = epoch_seconds;
       rep.train_loss = mean_of(loss_sum, targets);
       rep.train_accuracy = mean_of(correct, targets);

@@ -7,6 +7,7 @@
 
 #include "freight/freight.h"
 #include "freight/optim/optim.h"
+#include "freight/training.h"
 
 namespace freight {
 namespace {
@@ -82,6 +83,30 @@ TEST(Schedule, RestoreJumpsToAStep) {
   sched.step();  // t = 6 → 0.2 · 0.5³
   EXPECT_NEAR(opt.lr(), 0.025, 1e-15);
   EXPECT_THROW(StepLR(opt, 0), Error);
+}
+
+// Each epoch reports the learning rate of its last step, not the optimizer's rate after it (the
+// next step's): after a OneCycle run's last epoch that would be the cosine one step past the end,
+// 7.03e-06 rising again where the last step used the floor, 0.05 / 25 / 1e4.
+TEST(Schedule, EachEpochReportsTheRateOfItsLastStep) {
+  TrainOptions o;
+  o.model = "mlp";
+  o.data = "synthetic";
+  o.limit_train = 256;  // 4 steps of 64 per epoch, 12 in all
+  o.limit_test = 64;
+  o.epochs = 3;
+  o.batch_size = 64;
+  o.optimizer = "sgd";
+  o.lr = 0.05;
+  o.schedule = "onecycle";
+  o.device = "cpu";
+  TrainResult r = train(o);
+  ASSERT_EQ(r.epochs.size(), 3u);
+  SGD opt(one_param(), 1.0);
+  OneCycleLR sched(opt, 0.05, 12);
+  for (int e = 0; e < 3; ++e)
+    EXPECT_DOUBLE_EQ(r.epochs[size_t(e)].lr, sched.lr_at(4 * e + 3)) << "epoch " << e + 1;
+  EXPECT_NEAR(r.epochs[2].lr, 0.05 / 25 / 1e4, 1e-18);
 }
 
 }  // namespace
