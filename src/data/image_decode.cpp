@@ -104,7 +104,23 @@ struct PngHeader {
   return true;
 }
 
+// The size a PNG's IHDR chunk gives (the first chunk, at byte 8: length, "IHDR", then the width
+// and the height as big-endian 32-bit numbers), checked before libpng reads it: libpng refuses a
+// side beyond its user limits with a generic "Invalid IHDR data", its reason only a warning.
+void check_png_size(std::span<const uint8_t> bytes, const std::string& origin) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (bytes.size() < 24 || std::memcmp(bytes.data(), kSignature, 8) != 0 ||
+      std::memcmp(bytes.data() + 12, "IHDR", 4) != 0)
+    return;  // libpng says what is wrong
+  auto be32 = [&](size_t at) {
+    return int64_t(bytes[at]) << 24 | int64_t(bytes[at + 1]) << 16 | int64_t(bytes[at + 2]) << 8 |
+           int64_t(bytes[at + 3]);
+  };
+  check_dimensions(be32(16), be32(20), origin, "PNG");
+}
+
 Image decode_png(std::span<const uint8_t> bytes, const std::string& origin) {
+  check_png_size(bytes, origin);
   PngInput in{bytes.data(), bytes.size(), 0, {0}};
   PngHandles h;
   h.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, png_on_error, png_on_warning);
