@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
 
 #include "freight/error.h"
 
@@ -25,7 +27,8 @@ void put_class_names(io::Metadata& meta, const std::vector<std::string>& names) 
   if (!names.empty()) meta[kKey] = nlohmann::json(names).dump();
 }
 
-std::vector<std::string> class_names_of(const io::Metadata& meta, const std::string& file) {
+std::vector<std::string> class_names_of(const io::Metadata& meta, const std::string& file,
+                                        int64_t classes) {
   auto it = meta.find(kKey);
   if (it == meta.end()) return {};
   nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
@@ -34,7 +37,22 @@ std::vector<std::string> class_names_of(const io::Metadata& meta, const std::str
   FREIGHT_CHECK(ok, fmt::format("checkpoint '{}': metadata \"{}\" is not a JSON array of "
                                 "strings",
                                 file, kKey));
-  return j.get<std::vector<std::string>>();
+  std::vector<std::string> names = j.get<std::vector<std::string>>();
+  // Class i is the model's output i: a name beyond its outputs could never be predicted, and
+  // the data it was trained on had no more classes than outputs (load_dataset checks).
+  FREIGHT_CHECK(int64_t(names.size()) <= classes,
+                fmt::format("checkpoint '{}': metadata \"{}\" names {} classes ({}) but its "
+                            "model has {} outputs",
+                            file, kKey, names.size(), some(names), classes));
+  std::unordered_map<std::string_view, size_t> seen;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto [at, fresh] = seen.emplace(names[i], i);
+    FREIGHT_CHECK(fresh, fmt::format("checkpoint '{}': metadata \"{}\" names class '{}' twice "
+                                     "(classes {} and {}): a prediction of either would read "
+                                     "the same name",
+                                     file, kKey, names[i], at->second, i));
+  }
+  return names;
 }
 
 void check_same_classes(const std::vector<std::string>& saved, const std::vector<std::string>& data,

@@ -742,8 +742,9 @@ TrainResult train(const TrainOptions& o, const TrainCallbacks& cb) {
     test_set = test_set.slice(0, o.limit_test);
   auto [mean, std] = dataset_normalisation(r.data);
   if (resuming)
-    detail::check_same_classes(detail::class_names_of(resumed.checkpoint.metadata, o.resume),
-                               train_set.class_names, o.resume, r.data);
+    detail::check_same_classes(
+        detail::class_names_of(resumed.checkpoint.metadata, o.resume, spec.classes),
+        train_set.class_names, o.resume, r.data);
 
   data::LoaderOptions lo;
   lo.batch_size = r.batch_size;
@@ -1070,7 +1071,8 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::string&
                          ? trained_on->second
                          : setting(spec, "dataset", "fashion-mnist");
   data::Dataset ds = load_dataset(name, split, spec);
-  std::vector<std::string> classes = detail::class_names_of(ckpt.metadata, checkpoint);
+  std::vector<std::string> classes =
+      detail::class_names_of(ckpt.metadata, checkpoint, spec.classes);
   detail::check_same_classes(classes, ds.class_names, checkpoint, name);
   if (limit > 0 && limit < ds.size()) ds = ds.slice(0, limit);
   auto [mean, std] = dataset_normalisation(name);

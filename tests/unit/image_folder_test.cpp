@@ -196,7 +196,7 @@ TEST_F(ImageFolder, ClassNamesRoundTripThroughACheckpoint) {
   TrainResult r = train(o);
   ASSERT_EQ(r.checkpoint, o.save);
   io::SafetensorsFile f = io::load_safetensors(o.save);
-  std::vector<std::string> names = detail::class_names_of(f.metadata, o.save);
+  std::vector<std::string> names = detail::class_names_of(f.metadata, o.save, 10);
   EXPECT_EQ(names, (std::vector<std::string>{"circle", "square", "zigzag"}));
   EvalResult ev = evaluate_checkpoint(o.save, path("set"), "test", "cpu", 10);
   EXPECT_EQ(ev.class_names, names);
@@ -217,11 +217,22 @@ TEST_F(ImageFolder, ClassNamesRoundTripThroughACheckpoint) {
   EXPECT_TRUE(has(e, "zebra")) << e;
 }
 
+// Not an array of strings, more names than the model has outputs, or a name twice: each is an
+// error naming the checkpoint and what is wrong.
 TEST(ClassNames, MalformedMetadataIsNamed) {
   io::Metadata m{{"class_names", "{\"a\": 1}"}};
-  std::string e = test::error_of([&] { detail::class_names_of(m, "ck.safetensors"); });
+  std::string e = test::error_of([&] { detail::class_names_of(m, "ck.safetensors", 10); });
   EXPECT_TRUE(has(e, "ck.safetensors") && has(e, "class_names")) << e;
-  EXPECT_TRUE(detail::class_names_of({}, "x").empty());
+  EXPECT_TRUE(detail::class_names_of({}, "x", 10).empty());
+  m["class_names"] = R"(["a", "b", "c"])";
+  EXPECT_EQ(detail::class_names_of(m, "ck.safetensors", 3).size(), 3u);
+  e = test::error_of([&] { detail::class_names_of(m, "ck.safetensors", 2); });
+  EXPECT_TRUE(has(e, "ck.safetensors") && has(e, "names 3 classes (a, b, c)") &&
+              has(e, "model has 2 outputs"))
+      << e;
+  m["class_names"] = R"(["a", "b", "c", "b"])";
+  e = test::error_of([&] { detail::class_names_of(m, "ck.safetensors", 10); });
+  EXPECT_TRUE(has(e, "ck.safetensors") && has(e, "class 'b' twice (classes 1 and 3)")) << e;
 }
 
 }  // namespace
