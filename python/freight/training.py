@@ -53,8 +53,12 @@ def _model_option(options, keep):
         raise TypeError("freight.train(model=...) takes a zoo name, a model file or a dict and "
                         "builds the network itself; to train a module you built, write the loop "
                         "with freight.optim (docs/python.md)")
-    elif model is not None:
+    elif isinstance(model, (str, os.PathLike)):
         options["model"] = os.fspath(model)
+    elif model is not None:
+        raise TypeError(f"freight.train(): option model={model!r} ({type(model).__name__}) must "
+                        "be a zoo model name or a model file (str or path), or a model "
+                        "description (dict)")
 
 
 def train(*, progress=True, on_epoch=None, on_batch=None, stream=None, **options):

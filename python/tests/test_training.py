@@ -101,6 +101,8 @@ def test_bad_options_raise_python_errors():
         freight.nn.build("no-such-model")
     with pytest.raises(TypeError):
         freight.train(model=freight.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match=r"model=5 \(int\) must be a zoo model name"):
+        freight.train(progress=False, **dict(TRAIN, model=5))
 
 
 def test_a_callback_error_stops_the_run_and_is_raised():
