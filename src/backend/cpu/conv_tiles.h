@@ -34,6 +34,7 @@ struct Simd<float> {
   static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   // relu_value per lane, v < 0 ? 0 : v: max(a, b) is a > b ? a : b, so max(0, v) returns v when
   // v is NaN or −0, as the scalar rule does.
@@ -66,6 +67,7 @@ struct Simd<double> {
   static void stream(double* p, V v) { _mm512_stream_pd(p, v); }
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static V sub(V a, V b) { return _mm512_sub_pd(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static V relu(V v) { return _mm512_max_pd(zero(), v); }  // as Simd<float>::relu
   static V relu_grad(V y, V g) {                           // as Simd<float>::relu_grad
@@ -102,6 +104,7 @@ struct Simd<float> {
   static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   // max(a, b) is a > b ? a : b here too: NaN and −0 pass, as relu_value.
   static V relu(V v) { return _mm256_max_ps(zero(), v); }
@@ -135,6 +138,7 @@ struct Simd<double> {
   static void stream(double* p, V v) { _mm256_stream_pd(p, v); }
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static V sub(V a, V b) { return _mm256_sub_pd(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V relu(V v) { return _mm256_max_pd(zero(), v); }  // as Simd<float>::relu
   static V relu_grad(V y, V g) {                           // as Simd<float>::relu_grad

@@ -106,21 +106,30 @@ struct WinogradEngine {
   // U[ξ][c][k] = (G g Gᵀ)[ξ] of the weights of (k, c), zeros in the padding.
   static void transform_weights(const T* w, const Conv2dGeometry& g, const Layout& l, T* u) {
     std::fill(u, u + kXi * l.cp * l.kp, T(0));
-    const T h = T(0.5);
-    for (int64_t k = 0; k < g.o; ++k)
-      for (int64_t c = 0; c < g.c; ++c) {
-        const T* f = w + (k * g.c + c) * 9;
-        T t[4][3];  // G·g
+    // A vector of output channels at a time: their 9 weights of channel c gathered into f (a
+    // stride of C·9 apart in w), the transform on whole vectors, and 16 vector stores each
+    // contiguous in U (a scalar loop over (k, c) stored 16 values kp apart for every pair).
+    const V h = S::set1(T(0.5));
+    alignas(64) T f[9][W];
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t k0 = 0; k0 < g.o; k0 += W) {
+        const int64_t lanes = std::min<int64_t>(W, g.o - k0);
+        for (int64_t lane = 0; lane < W; ++lane)
+          for (int j = 0; j < 9; ++j)
+            f[j][lane] = lane < lanes ? w[((k0 + lane) * g.c + c) * 9 + j] : T(0);
+        V t[4][3];  // G·g
         for (int q = 0; q < 3; ++q) {
-          t[0][q] = f[q];
-          t[1][q] = h * (f[q] + f[3 + q] + f[6 + q]);
-          t[2][q] = h * (f[q] - f[3 + q] + f[6 + q]);
-          t[3][q] = f[6 + q];
+          const V f0 = S::load(f[q]), f1 = S::load(f[3 + q]), f2 = S::load(f[6 + q]);
+          t[0][q] = f0;
+          t[1][q] = S::mul(h, S::add(S::add(f0, f1), f2));
+          t[2][q] = S::mul(h, S::add(S::sub(f0, f1), f2));
+          t[3][q] = f2;
         }
         for (int a = 0; a < 4; ++a) {
-          const T row[4] = {t[a][0], h * (t[a][0] + t[a][1] + t[a][2]),
-                            h * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
-          for (int b = 0; b < 4; ++b) u[(int64_t(4 * a + b) * l.cp + c) * l.kp + k] = row[b];
+          const V row[4] = {t[a][0], S::mul(h, S::add(S::add(t[a][0], t[a][1]), t[a][2])),
+                            S::mul(h, S::add(S::sub(t[a][0], t[a][1]), t[a][2])), t[a][2]};
+          for (int b = 0; b < 4; ++b)
+            S::store(u + (int64_t(4 * a + b) * l.cp + c) * l.kp + k0, row[b]);
         }
       }
   }
