@@ -680,8 +680,9 @@ int main(int argc, char** argv) {
       "oneDNN's Winograd F(4x4, 3x3) (winograd engine: Freight's Winograd engine forced, reorders "
       "counted) takes 3x3 stride-1 convolutions on whole 16-channel vectors only, with AVX-512");
   const int f2_note = notes.add(
-      "Freight's Winograd F(2x2, 3x3) (winograd F2: forced) takes the forward and the input "
-      "gradient of 3x3 stride-1 convolutions, with the avx2 or avx512 kernels");
+      "Freight's Winograd F(2x2, 3x3) (winograd F2: forced) takes every pass of 3x3 stride-1 "
+      "convolutions (the input gradient where the padding is at most 2), with the avx2 or avx512 "
+      "kernels");
   for (const ConvShape& s : kShapes) {
     if (!only.empty() && std::find(only.begin(), only.end(), s.name) == only.end()) continue;
     check_lowering(s, "openblas", openblas_gemm, nt, checks);

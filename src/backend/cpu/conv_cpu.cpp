@@ -463,8 +463,9 @@ struct Engine {
 // Elsewhere Freight's engines win, often by 1.2-10x: few channels (first layers, 16-channel
 // stages), larger planes, and 1x1 convolutions, whose few taps cannot pay for the reorders.
 // With the AVX2 tiles (8 lanes, 12 accumulators), on the AMD EPYC Zen 3:
-//  * the weight gradient stays on Freight's direct and implicit tiles everywhere: 1.0-2.6x
-//    oneDNN's (lenet5.c2 130 against 50 GF/s, resnet56's 16-channel stage 117 against 64);
+//  * the weight gradient stays on Freight's engines everywhere (its direct and implicit tiles:
+//    1.0-2.6x oneDNN's, lenet5.c2 130 against 50 GF/s, resnet56's 16-channel stage 117 against
+//    64; its Winograd, below, faster still on 3x3 layers of 16 or more channels);
 //  * the input gradient goes to oneDNN where it is strided (Panel and col2im: 0.5x), where the
 //    input has 32 channels or more (1.1-1.4x), and where it has 6 or more but less than a vector
 //    (LeNet-5's second: 1.15-1.35x); 16 channels stay (resnet56: 1.0-1.2x ours), and so do fewer
