@@ -431,7 +431,10 @@ struct Engine {
         PanelEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
       case ConvEngine::WinogradF2:
-        WinogradEngine<T>::backward_weight(gy, x, g, dw, db, relu_out);
+        if (dw)
+          WinogradEngine<T>::backward_weight(gy, x, g, dw, db, relu_out);
+        else  // db alone: the sums of the masked copy
+          WinogradEngine<T>::backward_weight(masked(), x, g, dw, db);
         break;
 #else
       case ConvEngine::Implicit:

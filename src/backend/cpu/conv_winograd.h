@@ -401,7 +401,7 @@ struct WinogradEngine {
   }
 
   // dW (weights [O][C][3][3]) and db from dY and x; either may be null. With `relu_out` (a fused
-  // ReLU's output), dY is read masked by it as it is blocked.
+  // ReLU's output; only with dW), dY is read masked by it as it is blocked.
   static void backward_weight(const T* gy, const T* x, const Conv2dGeometry& g, T* dw, T* db,
                               const T* relu_out = nullptr) {
     const Layout l = layout(g);
@@ -421,19 +421,9 @@ struct WinogradEngine {
       T* v = yb + gw.yb;
       T* yh = v + l.v + round_up(int64_t(kRT), W);
       const int64_t count = img1 - img0;
-      if (!dw) {
+      if (!dw) {  // (relu_out is null then: the caller masks dY for db alone)
         for (int64_t i = 0; i < count; ++i)
-          for (int64_t k = 0; k < g.o; ++k) {
-            const int64_t at = ((img0 + i) * g.o + k) * P;
-            if (!relu_out) {
-              pb[k] += sum_n(gy + at, P);
-              continue;
-            }
-            T* m = xb;  // the masked plane, summed as an unmasked one would be
-            for (int64_t j = 0; j < P; ++j)
-              m[j] = relu_passes(relu_out[at + j]) ? gy[at + j] : T(0);
-            pb[k] += sum_n(m, P);
-          }
+          for (int64_t k = 0; k < g.o; ++k) pb[k] += sum_n(gy + ((img0 + i) * g.o + k) * P, P);
         return;
       }
       std::fill(v + l.v, v + l.v + round_up(int64_t(kRT), W), T(0));
